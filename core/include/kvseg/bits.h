@@ -164,45 +164,51 @@ typedef struct kvs_bitreader {
 	uint64_t reservoir;      /* next bits, left-aligned: bit 63 comes first */
 	unsigned avail;          /* unread payload bits held in reservoir, 0..63 */
 	const uint8_t *next;     /* next byte to load */
-	const uint8_t *fast_end; /* one past the last whole payload byte */
+	uintptr_t fast_limit;    /* 8-byte loads while next <= this (the last
+				    whole payload byte minus 7; 0 if none) */
 	const uint8_t *end;      /* one past the last payload byte */
-	uint64_t remaining;      /* payload bits not consumed (avail included) */
 	const uint8_t *base;     /* as given to kvs_br_init */
 	uint64_t start_bit;      /* as given to kvs_br_init */
 	uint64_t length;         /* payload length in bits */
 } kvs_bitreader;
 
 /*
- * A reader over bit_length bits starting at bit start_bit of base. The bytes
- * base[start_bit / 8 .. (start_bit + bit_length + 7) / 8) must be readable;
- * no other byte is ever loaded. start_bit + bit_length must not overflow.
+ * Bits left before the end of the payload. The bits counted in avail end
+ * exactly at byte `next` (the refill keeps it so), so the rest is whatever
+ * lies between there and the end of the payload.
  */
-void kvs_br_init(kvs_bitreader *r, const void *base, uint64_t start_bit,
-		 uint64_t bit_length);
+static inline uint64_t kvs_br_remaining(const kvs_bitreader *r)
+{
+	uint64_t loaded_to = (uint64_t)(r->next - r->base) * 8;
+	uint64_t end_bit = r->start_bit + r->length;
+	return r->avail + (end_bit > loaded_to ? end_bit - loaded_to : 0);
+}
 
 /* Bits consumed since the start of the payload. */
 static inline uint64_t kvs_br_position(const kvs_bitreader *r)
 {
-	return r->length - r->remaining;
-}
-
-/* Bits left before the end of the payload. */
-static inline uint64_t kvs_br_remaining(const kvs_bitreader *r)
-{
-	return r->remaining;
+	return r->length - kvs_br_remaining(r);
 }
 
 void kvs_br_refill_tail(kvs_bitreader *r);
 
+/*
+ * The out-of-line parts take the reader by pointer. The inline parts hand
+ * them a copy instead of the caller's reader, so that the caller's reader
+ * never has its address taken and can live in registers in a hot loop.
+ */
+
 /* Tops the reservoir up to at least 56 bits, or to the end of the payload. */
 static inline void kvs_br_refill(kvs_bitreader *r)
 {
-	if (r->fast_end - r->next >= 8) {
+	if ((uintptr_t)r->next <= r->fast_limit) {
 		r->reservoir |= kvs_load_be64(r->next) >> r->avail;
 		r->next += (63 - r->avail) >> 3;
 		r->avail |= 56;
-	} else {
-		kvs_br_refill_tail(r);
+	} else if (r->next < r->end) {
+		kvs_bitreader tmp = *r;
+		kvs_br_refill_tail(&tmp);
+		*r = tmp;
 	}
 }
 
@@ -211,7 +217,33 @@ static inline void kvs_br_consume(kvs_bitreader *r, unsigned n)
 {
 	r->reservoir <<= n;
 	r->avail -= n;
-	r->remaining -= n;
+}
+
+/*
+ * A reader over bit_length bits starting at bit start_bit of base. The bytes
+ * base[start_bit / 8 .. (start_bit + bit_length + 7) / 8) must be readable;
+ * no other byte is ever loaded. start_bit + bit_length must not overflow.
+ */
+static inline void kvs_br_init(kvs_bitreader *r, const void *base,
+			       uint64_t start_bit, uint64_t bit_length)
+{
+	const uint8_t *b = (const uint8_t *)base;
+	uint64_t end_bit = start_bit + bit_length;
+	r->reservoir = 0;
+	r->avail = 0;
+	r->next = b + start_bit / 8;
+	/* Address arithmetic, not pointers: the limit may precede base. */
+	uintptr_t whole_end = (uintptr_t)b + (uintptr_t)(end_bit / 8);
+	r->fast_limit = whole_end - (uintptr_t)r->next >= 8 ? whole_end - 8 : 0;
+	r->end = b + (end_bit + 7) / 8;
+	r->base = b;
+	r->start_bit = start_bit;
+	r->length = bit_length;
+	unsigned lead = (unsigned)(start_bit & 7);
+	if (lead) { /* the first byte holds payload bits: it may be loaded */
+		kvs_br_refill(r);
+		kvs_br_consume(r, lead);
+	}
 }
 
 kvs_status kvs_br_read_slow(kvs_bitreader *r, unsigned nbits, uint64_t *out);
@@ -229,7 +261,12 @@ static inline kvs_status kvs_br_read(kvs_bitreader *r, unsigned nbits,
 			return KVS_OK;
 		}
 	}
-	return kvs_br_read_slow(r, nbits, out);
+	kvs_bitreader tmp = *r;
+	uint64_t v = 0;
+	kvs_status st = kvs_br_read_slow(&tmp, nbits, &v);
+	*r = tmp;
+	*out = v;
+	return st;
 }
 
 /* Skips nbits without loading the bytes skipped over. */

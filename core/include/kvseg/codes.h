@@ -33,22 +33,63 @@ unsigned kvs_eg_length(uint64_t value, unsigned k); /* bits, 1..129 */
 kvs_status kvs_put_eg(kvs_bitwriter *w, uint64_t value, unsigned k);
 kvs_status kvs_get_eg_slow(kvs_bitreader *r, unsigned k, uint64_t *out);
 
+/*
+ * The fast path takes the unary run from the reservoir as it was before the
+ * refill: its first one bit, if it has one, is already a payload bit (bits
+ * after `avail` are either zero or the true next bits), so the leading-zero
+ * count runs in parallel with the refill instead of after it. When the run
+ * goes past the old bits, the refilled reservoir decides (kvs_eg_long_).
+ */
+static inline kvs_status kvs_eg_long_(kvs_bitreader *r, unsigned k,
+				      uint64_t *out)
+{
+	uint64_t res = r->reservoir;
+	if (res != 0) {
+		unsigned z = (unsigned)__builtin_clzll(res);
+		unsigned n = z + k + 1; /* bits from the leading one on */
+		if (z + n <= r->avail) {
+			*out = (res >> (64 - (z + n))) - ((uint64_t)1 << k);
+			kvs_br_consume(r, z + n);
+			return KVS_OK;
+		}
+		if (n <= 56 && z < r->avail) { /* the zeros, a refill, the rest */
+			kvs_bitreader saved = *r;
+			kvs_br_consume(r, z);
+			kvs_br_refill(r);
+			if (n <= r->avail) {
+				*out = (r->reservoir >> (64 - n)) -
+				       ((uint64_t)1 << k);
+				kvs_br_consume(r, n);
+				return KVS_OK;
+			}
+			*r = saved;
+		}
+	}
+	kvs_bitreader tmp = *r; /* see kvs_br_read */
+	uint64_t v = 0;
+	kvs_status st = kvs_get_eg_slow(&tmp, k, &v);
+	*r = tmp;
+	*out = v;
+	return st;
+}
+
 static inline kvs_status kvs_get_eg(kvs_bitreader *r, unsigned k,
 				    uint64_t *out)
 {
-	if (r->avail < 56)
-		kvs_br_refill(r);
-	uint64_t res = r->reservoir;
-	if (res != 0 && k < 64) {
-		unsigned z = (unsigned)__builtin_clzll(res);
+	if (__builtin_expect(k > 63, 0))
+		return KVS_E_RANGE;
+	uint64_t head = r->reservoir;
+	kvs_br_refill(r); /* branch-free in the payload's body */
+	if (__builtin_expect(head != 0, 1)) {
+		unsigned z = (unsigned)__builtin_clzll(head);
 		unsigned len = 2 * z + k + 1;
-		if (len <= r->avail) {
-			*out = (res >> (64 - len)) - ((uint64_t)1 << k);
+		if (__builtin_expect(len <= r->avail, 1)) {
+			*out = (r->reservoir >> (64 - len)) - ((uint64_t)1 << k);
 			kvs_br_consume(r, len);
 			return KVS_OK;
 		}
 	}
-	return kvs_get_eg_slow(r, k, out);
+	return kvs_eg_long_(r, k, out);
 }
 
 /* ---- Golomb with modulus m >= 1 ---------------------------------------- */
@@ -63,9 +104,11 @@ static inline kvs_status kvs_get_eg(kvs_bitreader *r, unsigned k,
 #define KVS_GOLOMB_MAX_QUOTIENT ((uint64_t)1 << 16)
 
 typedef struct kvs_golomb {
-	uint64_t m;      /* modulus, >= 1 */
-	uint64_t cutoff; /* u = 2^b - m */
-	unsigned b;      /* ceil(log2 m), 0..64 */
+	uint64_t m;           /* modulus, >= 1 */
+	uint64_t cutoff;      /* u = 2^b - m */
+	uint64_t short_below; /* u << (65 - b): bits after the one that are
+				 below it start a (b-1)-bit remainder */
+	unsigned b;           /* ceil(log2 m), 0..64 */
 } kvs_golomb;
 
 kvs_status kvs_golomb_init(kvs_golomb *g, uint64_t m);
@@ -76,41 +119,41 @@ kvs_status kvs_put_golomb(kvs_bitwriter *w, const kvs_golomb *g,
 kvs_status kvs_get_golomb_slow(kvs_bitreader *r, const kvs_golomb *g,
 			       uint64_t *out);
 
+/*
+ * The fast path covers 1 <= b <= 32 (2 <= m <= 2^32), where q * m + r cannot
+ * overflow for any run that fits the reservoir; see kvs_get_eg for `head`.
+ * Whether the remainder takes b - 1 or b bits is one compare of the bits
+ * after the one against short_below; both possible next reservoirs are
+ * computed and the compare picks one, keeping the length off the chain.
+ */
 static inline kvs_status kvs_get_golomb(kvs_bitreader *r, const kvs_golomb *g,
 					uint64_t *out)
 {
-	if (r->avail < 56)
-		kvs_br_refill(r);
-	uint64_t res = r->reservoir;
+	uint64_t head = r->reservoir;
+	kvs_br_refill(r);
 	unsigned b = g->b;
-	if (res != 0 && b <= 32) {
-		unsigned q = (unsigned)__builtin_clzll(res);
-		if (q + 1 + b <= r->avail) {
-			uint64_t rem;
-			unsigned len;
-			if (b == 0) {
-				rem = 0;
-				len = q + 1;
-			} else {
-				uint64_t y = (res << (q + 1)) >> (64 - b);
-				if ((y >> 1) < g->cutoff) {
-					rem = y >> 1;
-					len = q + b;
-				} else {
-					rem = y - g->cutoff;
-					len = q + 1 + b;
-				}
-			}
-			uint64_t v;
-			if (!__builtin_mul_overflow((uint64_t)q, g->m, &v) &&
-			    !__builtin_add_overflow(v, rem, &v)) {
-				*out = v;
-				kvs_br_consume(r, len);
-				return KVS_OK;
-			}
+	if (__builtin_expect(head != 0 && b - 1 < 32, 1)) {
+		unsigned q = (unsigned)__builtin_clzll(head);
+		if (__builtin_expect(q + 1 + b <= r->avail, 1)) {
+			uint64_t t = r->reservoir << (q + 1); /* after the one */
+			bool is_short = t < g->short_below;
+			uint64_t after_short = t << (b - 1);
+			uint64_t after_long = after_short << 1;
+			/* the top b - is_short bits of t */
+			uint64_t rem = ((t >> 1) >> (63 - b + is_short)) -
+				       (g->cutoff & ((uint64_t)is_short - 1));
+			*out = (uint64_t)q * g->m + rem;
+			r->reservoir = is_short ? after_short : after_long;
+			r->avail -= q + 1 + b - is_short;
+			return KVS_OK;
 		}
 	}
-	return kvs_get_golomb_slow(r, g, out);
+	kvs_bitreader tmp = *r; /* see kvs_br_read; also m = 1 (b = 0) */
+	uint64_t v = 0;
+	kvs_status st = kvs_get_golomb_slow(&tmp, g, &v);
+	*r = tmp;
+	*out = v;
+	return st;
 }
 
 /* ---- fixed width (0..64 bits) ------------------------------------------ */

@@ -1,0 +1,21 @@
+/*
+ * kvseg/cpu.h — run-time choice of instruction sets for hot loops.
+ *
+ * The default build targets baseline x86-64 (no -march=native). A function
+ * that runs a hot decode loop over the inline codec paths can be marked
+ * KVS_MULTIVERSION: the compiler then builds it twice, for baseline x86-64
+ * and for x86-64-v3 (BMI2 shifts, LZCNT, POPCNT), and the loader picks the
+ * variant this CPU supports. Elsewhere it expands to nothing.
+ */
+#ifndef KVSEG_CPU_H
+#define KVSEG_CPU_H
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+	defined(__gnu_linux__)
+#define KVS_MULTIVERSION \
+	__attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define KVS_MULTIVERSION
+#endif
+
+#endif

@@ -1,0 +1,339 @@
+/*
+ * ef.c — Elias-Fano sequences (kvseg/ef.h, docs/FORMAT.md §4): sizing,
+ * the streaming builder, the constant-time open check, the full validator,
+ * and dispatch between the portable and the POPCNT/BMI2 query paths.
+ */
+#include "kvseg/ef.h"
+
+#include <string.h>
+
+#define SAMPLE_MASK ((1u << KVS_EF_SAMPLE_SHIFT) - 1)
+
+/* ---- geometry ------------------------------------------------------------ */
+
+typedef struct ef_geometry {
+	unsigned low_bits;
+	uint64_t low_words, upper_bits, upper_words, zero_count;
+	uint64_t one_samples, zero_samples;
+	size_t size;
+} ef_geometry;
+
+unsigned kvs_ef_low_bits(uint64_t count, uint64_t max)
+{
+	if (count == 0 || max / count == 0)
+		return 0;
+	return 63 - (unsigned)__builtin_clzll(max / count);
+}
+
+static uint64_t div_ceil(uint64_t a, uint64_t b)
+{
+	return a / b + (a % b != 0);
+}
+
+static kvs_status geometry(uint64_t count, uint64_t max, ef_geometry *g)
+{
+	if (count > KVS_EF_MAX_COUNT)
+		return KVS_E_RANGE;
+	if (count == 0 && max != 0)
+		return KVS_E_INVAL;
+	g->low_bits = kvs_ef_low_bits(count, max);
+	/* max >> l < 2 * count, so nothing below overflows (count < 2^48). */
+	g->zero_count = max >> g->low_bits;
+	g->low_words = div_ceil(count * g->low_bits, 64);
+	g->upper_bits = count + g->zero_count;
+	g->upper_words = div_ceil(g->upper_bits, 64);
+	g->one_samples = div_ceil(count, 1u << KVS_EF_SAMPLE_SHIFT);
+	g->zero_samples = div_ceil(g->zero_count, 1u << KVS_EF_SAMPLE_SHIFT);
+	uint64_t words = g->low_words + g->upper_words + g->one_samples +
+			 g->zero_samples;
+	if (words > (SIZE_MAX - KVS_EF_HEADER_BYTES) / 8)
+		return KVS_E_RANGE;
+	g->size = KVS_EF_HEADER_BYTES + (size_t)words * 8;
+	return KVS_OK;
+}
+
+kvs_status kvs_ef_size(uint64_t count, uint64_t max, size_t *bytes)
+{
+	ef_geometry g;
+	kvs_status st = geometry(count, max, &g);
+	if (st == KVS_OK)
+		*bytes = g.size;
+	return st;
+}
+
+/* ---- builder ------------------------------------------------------------- */
+
+static void or_word(uint8_t *p, uint64_t bits)
+{
+	kvs_store_le64(p, kvs_load_le64(p) | bits);
+}
+
+kvs_status kvs_ef_builder_init(kvs_ef_builder *b, uint64_t count,
+			       uint64_t max, void *out, size_t out_len)
+{
+	ef_geometry g;
+	kvs_status st = geometry(count, max, &g);
+	if (st != KVS_OK)
+		return st;
+	if (out_len < g.size)
+		return KVS_E_NOSPACE;
+	memset(b, 0, sizeof *b);
+	memset(out, 0, g.size);
+	b->out = out;
+	b->out_len = g.size;
+	b->count = count;
+	b->max = max;
+	b->low_bits = g.low_bits;
+	b->low = b->out + KVS_EF_HEADER_BYTES;
+	b->upper = b->low + 8 * g.low_words;
+	b->one_samples = b->upper + 8 * g.upper_words;
+	b->zero_samples = b->one_samples + 8 * g.one_samples;
+	kvs_store_le64(b->out, count);
+	kvs_store_le64(b->out + 8, max);
+	b->out[16] = KVS_EF_VERSION;
+	b->out[17] = (uint8_t)g.low_bits;
+	b->out[18] = KVS_EF_SAMPLE_SHIFT;
+	return KVS_OK;
+}
+
+kvs_status kvs_ef_builder_push(kvs_ef_builder *b, uint64_t value)
+{
+	if (b->pushed == b->count)
+		return KVS_E_RANGE;
+	if ((b->pushed > 0 && value < b->last) || value > b->max)
+		return KVS_E_ORDER;
+	uint64_t i = b->pushed;
+	unsigned l = b->low_bits;
+	if (l) {
+		uint64_t low = value & (~(uint64_t)0 >> (64 - l));
+		uint64_t bit = i * l;
+		unsigned off = (unsigned)(bit & 63);
+		or_word(b->low + 8 * (bit >> 6), low << off);
+		if (off + l > 64)
+			or_word(b->low + 8 * (bit >> 6) + 8, low >> (64 - off));
+	}
+	uint64_t high = value >> l;
+	/* Zeros zeros_written .. high-1 precede this element's one; zero j
+	 * sits at position j + i. Record the sampled ones among them. */
+	for (uint64_t j = (b->zeros_written + SAMPLE_MASK) & ~(uint64_t)SAMPLE_MASK;
+	     j < high; j += 1u << KVS_EF_SAMPLE_SHIFT)
+		kvs_store_le64(b->zero_samples + 8 * (j >> KVS_EF_SAMPLE_SHIFT),
+			       j + i);
+	b->zeros_written = high;
+	uint64_t pos = high + i;
+	or_word(b->upper + 8 * (pos >> 6), (uint64_t)1 << (pos & 63));
+	if ((i & SAMPLE_MASK) == 0)
+		kvs_store_le64(b->one_samples + 8 * (i >> KVS_EF_SAMPLE_SHIFT),
+			       pos);
+	b->last = value;
+	b->pushed++;
+	return KVS_OK;
+}
+
+kvs_status kvs_ef_builder_finish(kvs_ef_builder *b)
+{
+	if (b->pushed != b->count || (b->count > 0 && b->last != b->max))
+		return KVS_E_INVAL;
+	return KVS_OK;
+}
+
+kvs_status kvs_ef_build(const uint64_t *values, uint64_t count, void *out,
+			size_t out_len)
+{
+	kvs_ef_builder b;
+	kvs_status st = kvs_ef_builder_init(&b, count,
+					    count ? values[count - 1] : 0, out,
+					    out_len);
+	for (uint64_t i = 0; st == KVS_OK && i < count; i++)
+		st = kvs_ef_builder_push(&b, values[i]);
+	return st == KVS_OK ? kvs_ef_builder_finish(&b) : st;
+}
+
+/* ---- query instances ------------------------------------------------------ */
+
+static inline unsigned popcount_portable(uint64_t w)
+{
+	w = w - ((w >> 1) & 0x5555555555555555ull);
+	w = (w & 0x3333333333333333ull) + ((w >> 2) & 0x3333333333333333ull);
+	w = (w + (w >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+	return (unsigned)((w * 0x0101010101010101ull) >> 56);
+}
+
+/* k-th one of w (k < popcount(w)): find the byte by its running count,
+ * then clear the lower ones inside it. */
+static inline unsigned select_portable(uint64_t w, unsigned k)
+{
+	unsigned base = 0;
+	for (;;) {
+		unsigned c = popcount_portable(w & 0xFF);
+		if (k < c)
+			break;
+		k -= c;
+		w >>= 8;
+		base += 8;
+	}
+	while (k--)
+		w &= w - 1;
+	return base + (unsigned)__builtin_ctzll(w);
+}
+
+#define EF_FN(name) ef_##name##_portable
+#define EF_ATTR
+#define EF_POPCOUNT(w) popcount_portable(w)
+#define EF_SELECT(w, k) select_portable(w, k)
+#include "ef_ops.h"
+#undef EF_FN
+#undef EF_ATTR
+#undef EF_POPCOUNT
+#undef EF_SELECT
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define ACCEL_TARGET __attribute__((target("popcnt,bmi,bmi2")))
+
+ACCEL_TARGET static inline unsigned select_bmi2(uint64_t w, unsigned k)
+{
+	return (unsigned)__builtin_ctzll(_pdep_u64((uint64_t)1 << k, w));
+}
+
+#define EF_FN(name) ef_##name##_accel
+#define EF_ATTR ACCEL_TARGET
+#define EF_POPCOUNT(w) __builtin_popcountll(w)
+#define EF_SELECT(w, k) select_bmi2(w, k)
+#include "ef_ops.h"
+#undef EF_FN
+#undef EF_ATTR
+#undef EF_POPCOUNT
+#undef EF_SELECT
+
+static bool cpu_has_accel(void)
+{
+	return __builtin_cpu_supports("popcnt") &&
+	       __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
+}
+#else
+#define ef_get_accel ef_get_portable
+#define ef_next_geq_accel ef_next_geq_portable
+#define ef_cursor_seek_accel ef_cursor_seek_portable
+static bool cpu_has_accel(void)
+{
+	return false;
+}
+#endif
+
+kvs_status kvs_ef_get(const kvs_ef *ef, uint64_t i, uint64_t *value)
+{
+	return ef->accel ? ef_get_accel(ef, i, value)
+			 : ef_get_portable(ef, i, value);
+}
+
+uint64_t kvs_ef_next_geq(const kvs_ef *ef, uint64_t x, uint64_t *value)
+{
+	return ef->accel ? ef_next_geq_accel(ef, x, value)
+			 : ef_next_geq_portable(ef, x, value);
+}
+
+kvs_status kvs_ef_cursor_seek(kvs_ef_cursor *c, const kvs_ef *ef, uint64_t i)
+{
+	return ef->accel ? ef_cursor_seek_accel(c, ef, i)
+			 : ef_cursor_seek_portable(c, ef, i);
+}
+
+void kvs_ef_set_portable(kvs_ef *ef, bool portable)
+{
+	ef->accel = !portable && cpu_has_accel();
+}
+
+/* ---- open and validate ---------------------------------------------------- */
+
+kvs_status kvs_ef_open(kvs_ef *ef, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+	memset(ef, 0, sizeof *ef);
+	if (len < KVS_EF_HEADER_BYTES)
+		return KVS_E_TRUNCATED;
+	uint64_t count = kvs_load_le64(p), max = kvs_load_le64(p + 8);
+	if (p[16] != KVS_EF_VERSION || p[18] != KVS_EF_SAMPLE_SHIFT)
+		return KVS_E_CORRUPT;
+	for (int i = 19; i < KVS_EF_HEADER_BYTES; i++)
+		if (p[i] != 0)
+			return KVS_E_CORRUPT;
+	ef_geometry g;
+	if (geometry(count, max, &g) != KVS_OK || p[17] != g.low_bits)
+		return KVS_E_CORRUPT;
+	if (len != g.size)
+		return len < g.size ? KVS_E_TRUNCATED : KVS_E_CORRUPT;
+	ef->count = count;
+	ef->max = max;
+	ef->low_bits = g.low_bits;
+	ef->low = p + KVS_EF_HEADER_BYTES;
+	ef->upper = ef->low + 8 * g.low_words;
+	ef->one_samples = ef->upper + 8 * g.upper_words;
+	ef->zero_samples = ef->one_samples + 8 * g.one_samples;
+	ef->upper_bits = g.upper_bits;
+	ef->upper_words = g.upper_words;
+	ef->zero_count = g.zero_count;
+	ef->one_sample_count = g.one_samples;
+	ef->zero_sample_count = g.zero_samples;
+	ef->size = g.size;
+	kvs_ef_set_portable(ef, false);
+	return KVS_OK;
+}
+
+kvs_status kvs_ef_validate(const kvs_ef *ef)
+{
+	unsigned l = ef->low_bits;
+	uint64_t low_words = ef->upper - ef->low;
+	low_words /= 8;
+	/* Padding after the last low and upper bits is zero. */
+	uint64_t low_used = ef->count * l;
+	if (low_used % 64 &&
+	    kvs_load_le64(ef->low + 8 * (low_words - 1)) >> (low_used % 64))
+		return KVS_E_CORRUPT;
+	if (ef->upper_bits % 64 &&
+	    kvs_load_le64(ef->upper + 8 * (ef->upper_words - 1)) >>
+		    (ef->upper_bits % 64))
+		return KVS_E_CORRUPT;
+
+	/* Walk every one and every zero, checking the samples, the element
+	 * order and the count; positions are tracked word by word. */
+	uint64_t ones = 0, zeros = 0, prev = 0;
+	for (uint64_t wi = 0; wi < ef->upper_words; wi++) {
+		uint64_t w = kvs_load_le64(ef->upper + 8 * wi);
+		unsigned valid = wi + 1 < ef->upper_words || ef->upper_bits % 64 == 0
+					 ? 64
+					 : (unsigned)(ef->upper_bits % 64);
+		uint64_t zw = ~w & (valid == 64 ? ~(uint64_t)0
+						: ((uint64_t)1 << valid) - 1);
+		for (; w; w &= w - 1) {
+			uint64_t pos = wi * 64 + (uint64_t)__builtin_ctzll(w);
+			if (ones >= ef->count)
+				return KVS_E_CORRUPT;
+			if ((ones & SAMPLE_MASK) == 0 &&
+			    kvs_load_le64(ef->one_samples +
+					  8 * (ones >> KVS_EF_SAMPLE_SHIFT)) != pos)
+				return KVS_E_CORRUPT;
+			uint64_t v = ((pos - ones) << l) | kvs_ef_low_(ef, ones);
+			if (ones > 0 && v < prev)
+				return KVS_E_CORRUPT;
+			prev = v;
+			ones++;
+		}
+		for (; zw; zw &= zw - 1) {
+			uint64_t pos = wi * 64 + (uint64_t)__builtin_ctzll(zw);
+			if (zeros >= ef->zero_count)
+				return KVS_E_CORRUPT;
+			if ((zeros & SAMPLE_MASK) == 0 &&
+			    kvs_load_le64(ef->zero_samples +
+					  8 * (zeros >> KVS_EF_SAMPLE_SHIFT)) != pos)
+				return KVS_E_CORRUPT;
+			zeros++;
+		}
+	}
+	if (ones != ef->count || zeros != ef->zero_count)
+		return KVS_E_CORRUPT;
+	if (ef->count > 0 && prev != ef->max)
+		return KVS_E_CORRUPT;
+	return KVS_OK;
+}

@@ -1,0 +1,140 @@
+/*
+ * ef_ops.h — the query paths of Elias-Fano (select, get, next_geq, cursor
+ * seek), written once and compiled twice by ef.c: a portable instance and
+ * one for CPUs with POPCNT and BMI2 (PDEP turns select-in-a-word into two
+ * instructions). ef.c defines, before each inclusion:
+ *   EF_FN(name)    the instance's name for name
+ *   EF_ATTR        the instance's function attributes (target)
+ *   EF_POPCOUNT(w) ones in a 64-bit word
+ *   EF_SELECT(w,k) position of the k-th (0-based) one of w, k < popcount
+ *
+ * The data may be unvalidated (only kvs_ef_open'd): every word index is
+ * checked against upper_words, so corrupt samples give wrong answers or
+ * KVS_E_CORRUPT but never a load outside the data.
+ */
+
+/* Position of one number j (j < count), or UINT64_MAX if the data lies. */
+EF_ATTR static inline uint64_t EF_FN(select1)(const kvs_ef *ef, uint64_t j)
+{
+	uint64_t pos = kvs_load_le64(ef->one_samples + 8 * (j >> KVS_EF_SAMPLE_SHIFT));
+	uint64_t k = j & ((1u << KVS_EF_SAMPLE_SHIFT) - 1);
+	uint64_t wi = pos >> 6;
+	if (wi >= ef->upper_words)
+		return UINT64_MAX;
+	uint64_t w = kvs_load_le64(ef->upper + 8 * wi) & (~(uint64_t)0 << (pos & 63));
+	for (;;) {
+		uint64_t c = (uint64_t)EF_POPCOUNT(w);
+		if (k < c)
+			break;
+		k -= c;
+		if (++wi >= ef->upper_words)
+			return UINT64_MAX;
+		w = kvs_load_le64(ef->upper + 8 * wi);
+	}
+	return wi * 64 + EF_SELECT(w, (unsigned)k);
+}
+
+/* Position of zero number j (j < zero_count), or UINT64_MAX. */
+EF_ATTR static inline uint64_t EF_FN(select0)(const kvs_ef *ef, uint64_t j)
+{
+	uint64_t pos = kvs_load_le64(ef->zero_samples + 8 * (j >> KVS_EF_SAMPLE_SHIFT));
+	uint64_t k = j & ((1u << KVS_EF_SAMPLE_SHIFT) - 1);
+	uint64_t wi = pos >> 6;
+	if (wi >= ef->upper_words)
+		return UINT64_MAX;
+	uint64_t w = ~kvs_load_le64(ef->upper + 8 * wi) & (~(uint64_t)0 << (pos & 63));
+	for (;;) {
+		uint64_t c = (uint64_t)EF_POPCOUNT(w);
+		if (k < c)
+			break;
+		k -= c;
+		if (++wi >= ef->upper_words)
+			return UINT64_MAX;
+		w = ~kvs_load_le64(ef->upper + 8 * wi);
+	}
+	return wi * 64 + EF_SELECT(w, (unsigned)k);
+}
+
+EF_ATTR static kvs_status EF_FN(get)(const kvs_ef *ef, uint64_t i,
+				     uint64_t *value)
+{
+	if (i >= ef->count)
+		return KVS_E_RANGE;
+	uint64_t pos = EF_FN(select1)(ef, i);
+	if (pos == UINT64_MAX)
+		return KVS_E_CORRUPT;
+	*value = ((pos - i) << ef->low_bits) | kvs_ef_low_(ef, i);
+	return KVS_OK;
+}
+
+EF_ATTR static uint64_t EF_FN(next_geq)(const kvs_ef *ef, uint64_t x,
+					uint64_t *value)
+{
+	uint64_t n = ef->count;
+	if (n == 0 || x > ef->max)
+		return n;
+	unsigned l = ef->low_bits;
+	uint64_t h = x >> l; /* <= max >> l = zero_count */
+	uint64_t x_low = l ? x & (~(uint64_t)0 >> (64 - l)) : 0;
+
+	/* Bucket h holds the elements between zero h-1 and zero h. */
+	uint64_t lo = 0, hi = n;
+	if (h > 0) {
+		uint64_t z = EF_FN(select0)(ef, h - 1);
+		lo = z == UINT64_MAX ? n : z + 1 - h;
+	}
+	if (h < ef->zero_count) {
+		uint64_t z = EF_FN(select0)(ef, h);
+		hi = z == UINT64_MAX ? n : z - h;
+	}
+	if (lo > n) /* only for corrupt data */
+		lo = n;
+	if (hi > n || hi < lo)
+		hi = hi > n ? n : lo;
+
+	/* Lows are sorted inside a bucket: the first one >= x_low. */
+	while (hi - lo > 8) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (kvs_ef_low_(ef, mid) < x_low)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	uint64_t end = hi;
+	while (lo < end && kvs_ef_low_(ef, lo) < x_low)
+		lo++;
+	if (lo < end) {
+		if (value)
+			*value = (h << l) | kvs_ef_low_(ef, lo);
+		return lo;
+	}
+	/* Everything in bucket h is below x: the answer opens a later bucket. */
+	if (lo < n && value && EF_FN(get)(ef, lo, value) != KVS_OK)
+		return n;
+	return lo;
+}
+
+EF_ATTR static kvs_status EF_FN(cursor_seek)(kvs_ef_cursor *c,
+					     const kvs_ef *ef, uint64_t i)
+{
+	c->ef = ef;
+	if (i > ef->count)
+		return KVS_E_RANGE;
+	c->index = i;
+	c->value = 0;
+	c->word_index = 0;
+	c->word = 0;
+	if (i == ef->count)
+		return KVS_OK;
+	uint64_t pos = EF_FN(select1)(ef, i);
+	if (pos == UINT64_MAX) {
+		c->index = ef->count;
+		return KVS_E_CORRUPT;
+	}
+	c->word_index = pos >> 6;
+	/* Keep only the ones after pos (2 << 63 wraps to 0: no bits left). */
+	c->word = kvs_load_le64(ef->upper + 8 * c->word_index) &
+		  ~(((uint64_t)2 << (pos & 63)) - 1);
+	c->value = ((pos - i) << ef->low_bits) | kvs_ef_low_(ef, i);
+	return KVS_OK;
+}
