@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# setup.sh — installs the Debian packages segfs needs to build, test and
+# benchmark, but only those that are missing, so running it twice is safe.
+# Needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+packages=(
+	gcc g++ meson ninja-build pkg-config python3  # build, scripts
+	libfuse3-dev fuse3 libzstd-dev                # daemon, compression
+	libcmocka-dev                                 # unit tests
+	libsdsl-dev libisal-dev                       # benchmark peers
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+		grep -q 'install ok installed'; then
+		missing+=("$p")
+	fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "setup: every package is installed"
+	exit 0
+fi
+
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+	if command -v sudo >/dev/null; then
+		sudo=(sudo)
+	else
+		echo "setup: missing packages (${missing[*]}); run as root" >&2
+		exit 1
+	fi
+fi
+
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
