@@ -58,27 +58,33 @@ kvs_status kvs_bw_reserve_slow(kvs_bitwriter *w, size_t bytes)
 	return KVS_OK;
 }
 
+/* Room for the pending bits once padded to a byte boundary; checked
+ * before anything changes, so a failed align or flush appends nothing. */
+static kvs_status reserve_pending(kvs_bitwriter *w)
+{
+	return kvs_bw_reserve_slow(w, (w->acc_bits + 7) / 8);
+}
+
 kvs_status kvs_bw_align(kvs_bitwriter *w)
 {
-	return kvs_bw_put(w, 0, (8 - (w->acc_bits & 7)) & 7);
+	unsigned pad = (8 - (w->acc_bits & 7)) & 7;
+	if (pad == 0)
+		return KVS_OK;
+	kvs_status st = reserve_pending(w);
+	return st == KVS_OK ? kvs_bw_put(w, 0, pad) : st;
 }
 
 kvs_status kvs_bw_flush(kvs_bitwriter *w, const uint8_t **data, size_t *len)
 {
-	kvs_status st = kvs_bw_align(w);
+	kvs_status st = reserve_pending(w);
 	if (st != KVS_OK)
 		return st;
-	size_t pending = w->acc_bits / 8;
-	if (pending) {
-		st = kvs_bw_reserve_slow(w, pending);
-		if (st != KVS_OK)
-			return st;
-		for (size_t i = 0; i < pending; i++)
-			w->buf[w->len + i] = (uint8_t)(w->acc >> (56 - 8 * i));
-		w->len += pending;
-		w->acc = 0;
-		w->acc_bits = 0;
-	}
+	size_t pending = (w->acc_bits + 7) / 8;
+	for (size_t i = 0; i < pending; i++)
+		w->buf[w->len + i] = (uint8_t)(w->acc >> (56 - 8 * i));
+	w->len += pending;
+	w->acc = 0;
+	w->acc_bits = 0;
 	if (data)
 		*data = w->buf;
 	if (len)
