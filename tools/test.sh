@@ -30,6 +30,6 @@ configure build-san --werror -Dbuildtype=debugoptimized \
 ninja -C build-san
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	meson test -C build-san --print-errorlogs
+	meson test -C build-san --print-errorlogs --no-suite large
 
 echo "== all tests passed (release and sanitizer builds)"
