@@ -104,8 +104,9 @@ void kvs_br_refill_tail(kvs_bitreader *r)
 			 * Fast refills never reach the last byte, so this is
 			 * the only place where it is loaded. */
 			uint64_t end_bit = r->start_bit + r->length;
-			r->avail -= (unsigned)((uint64_t)(r->end - r->base) * 8 -
-					       end_bit);
+			r->avail -=
+			    (unsigned)((uint64_t)(r->end - r->base) * 8 -
+			               end_bit);
 		}
 	}
 }

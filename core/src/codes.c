@@ -67,7 +67,7 @@ kvs_status kvs_put_eg(kvs_bitwriter *w, uint64_t value, unsigned k)
 	if (st == KVS_OK)
 		st = kvs_bw_put(w, value + ((uint64_t)1 << k), z + k);
 	if (st != KVS_OK)
-		*w = saved; /* bytes past saved.len are not part of the output */
+		*w = saved; /* bytes past saved.len are not output */
 	return st;
 }
 
@@ -132,8 +132,7 @@ uint64_t kvs_golomb_length(const kvs_golomb *g, uint64_t value)
 	return q + 1 + bits;
 }
 
-kvs_status kvs_put_golomb(kvs_bitwriter *w, const kvs_golomb *g,
-			  uint64_t value)
+kvs_status kvs_put_golomb(kvs_bitwriter *w, const kvs_golomb *g, uint64_t value)
 {
 	uint64_t q = value / g->m, rem = value % g->m;
 	if (q > KVS_GOLOMB_MAX_QUOTIENT)
@@ -159,7 +158,7 @@ kvs_status kvs_put_golomb(kvs_bitwriter *w, const kvs_golomb *g,
 }
 
 kvs_status kvs_get_golomb_slow(kvs_bitreader *r, const kvs_golomb *g,
-			       uint64_t *out)
+                               uint64_t *out)
 {
 	kvs_bitreader saved = *r;
 	uint64_t q, rem = 0, v;
@@ -183,7 +182,7 @@ kvs_status kvs_get_golomb_slow(kvs_bitreader *r, const kvs_golomb *g,
 			st = kvs_br_read(r, 1, &bit);
 			if (st != KVS_OK)
 				goto fail;
-			/* 2x + bit - u <= m - 1; computed without forming 2x. */
+			/* 2x + bit - u <= m - 1, without forming 2x */
 			rem = x - g->cutoff + x + bit;
 		}
 	}
@@ -199,7 +198,7 @@ fail:
 	return st;
 }
 
-/* ---- fixed width ----------------------------------------------------------- */
+/* ---- fixed width --------------------------------------------------------- */
 
 kvs_status kvs_put_fixed(kvs_bitwriter *w, uint64_t value, unsigned width)
 {
@@ -208,7 +207,7 @@ kvs_status kvs_put_fixed(kvs_bitwriter *w, uint64_t value, unsigned width)
 	return kvs_bw_put(w, value, width);
 }
 
-/* ---- LEB128 varints -------------------------------------------------------- */
+/* ---- LEB128 varints ------------------------------------------------------ */
 
 unsigned kvs_varint_length(uint64_t value)
 {
@@ -232,7 +231,7 @@ unsigned kvs_varint_put(uint8_t *dst, uint64_t value)
 }
 
 kvs_status kvs_varint_get_slow(const uint8_t **p, const uint8_t *end,
-			       uint64_t *out)
+                               uint64_t *out)
 {
 	const uint8_t *s = *p;
 	uint64_t v = 0;

@@ -28,12 +28,14 @@ uint32_t kvs_crc32c_portable(uint32_t crc, const void *data, size_t len)
 	uint32_t c = ~crc;
 	while (len >= 8) {
 		uint64_t x = kvs_load_le64(p) ^ c;
-		c = crc32c_slice[7][x & 0xFF] ^ crc32c_slice[6][(x >> 8) & 0xFF] ^
+		c = crc32c_slice[7][x & 0xFF] ^
+		    crc32c_slice[6][(x >> 8) & 0xFF] ^
 		    crc32c_slice[5][(x >> 16) & 0xFF] ^
 		    crc32c_slice[4][(x >> 24) & 0xFF] ^
 		    crc32c_slice[3][(x >> 32) & 0xFF] ^
 		    crc32c_slice[2][(x >> 40) & 0xFF] ^
-		    crc32c_slice[1][(x >> 48) & 0xFF] ^ crc32c_slice[0][x >> 56];
+		    crc32c_slice[1][(x >> 48) & 0xFF] ^
+		    crc32c_slice[0][x >> 56];
 		p += 8;
 		len -= 8;
 	}
@@ -49,8 +51,8 @@ uint32_t kvs_crc32c_portable(uint32_t crc, const void *data, size_t len)
 
 /* Three streams over blocks of `block` bytes each, while 3 blocks remain. */
 HW_TARGET static inline uint64_t three_way(uint64_t c, const uint8_t **pp,
-					   size_t *lenp, size_t block,
-					   const uint32_t shift[4][256])
+                                           size_t *lenp, size_t block,
+                                           const uint32_t shift[4][256])
 {
 	const uint8_t *p = *pp;
 	size_t len = *lenp;
@@ -59,7 +61,8 @@ HW_TARGET static inline uint64_t three_way(uint64_t c, const uint8_t **pp,
 		for (size_t i = 0; i < block; i += 8) {
 			c0 = _mm_crc32_u64(c0, kvs_load_le64(p + i));
 			c1 = _mm_crc32_u64(c1, kvs_load_le64(p + block + i));
-			c2 = _mm_crc32_u64(c2, kvs_load_le64(p + 2 * block + i));
+			c2 =
+			    _mm_crc32_u64(c2, kvs_load_le64(p + 2 * block + i));
 		}
 		c = shift_by(shift, (uint32_t)c0) ^ (uint32_t)c1;
 		c = shift_by(shift, (uint32_t)c) ^ (uint32_t)c2;
@@ -120,7 +123,7 @@ bool kvs_crc32c_hw_available(void)
  * from 256 bytes up, and slower below 64 bytes, where its call costs more
  * than the work: short buffers stay on our paths. Its length is an int.
  */
-#define ISAL_MIN_LEN 128
+#define ISAL_MIN_LEN   128
 #define ISAL_MAX_CHUNK ((size_t)1 << 30)
 
 static uint32_t crc32c_isal(uint32_t crc, const uint8_t *p, size_t len)
@@ -129,7 +132,8 @@ static uint32_t crc32c_isal(uint32_t crc, const uint8_t *p, size_t len)
 	while (len) {
 		size_t n = len < ISAL_MAX_CHUNK ? len : ISAL_MAX_CHUNK;
 		/* crc32_iscsi works on the raw register and does not write. */
-		state = crc32_iscsi((unsigned char *)(uintptr_t)p, (int)n, state);
+		state =
+		    crc32_iscsi((unsigned char *)(uintptr_t)p, (int)n, state);
 		p += n;
 		len -= n;
 	}

@@ -15,7 +15,7 @@
 
 /* The hardware path's block lengths (bytes per stream); crc32c.c uses the
  * same names. */
-#define LONG_BLOCK 8192
+#define LONG_BLOCK  8192
 #define SHORT_BLOCK 256
 
 static uint32_t byte_step(uint32_t crc, uint8_t byte)
@@ -40,8 +40,8 @@ static void emit(FILE *f, const char *name, uint32_t t[][256], int rows)
 	for (int k = 0; k < rows; k++) {
 		fprintf(f, "\t{");
 		for (int i = 0; i < 256; i++)
-			fprintf(f, "%s0x%08" PRIx32 "u,", i % 6 ? " " : "\n\t\t",
-				t[k][i]);
+			fprintf(f, "%s0x%08" PRIx32 "u,",
+			        i % 6 ? " " : "\n\t\t", t[k][i]);
 		fprintf(f, "\n\t},\n");
 	}
 	fprintf(f, "};\n\n");
@@ -81,7 +81,7 @@ int main(int argc, char **argv)
 	for (int k = 1; k < 8; k++)
 		for (int i = 0; i < 256; i++)
 			slice[k][i] = (slice[k - 1][i] >> 8) ^
-				      slice[0][slice[k - 1][i] & 0xFF];
+			              slice[0][slice[k - 1][i] & 0xFF];
 	shift_table(shift_long, LONG_BLOCK);
 	shift_table(shift_short, SHORT_BLOCK);
 

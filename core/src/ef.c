@@ -44,8 +44,8 @@ static kvs_status geometry(uint64_t count, uint64_t max, ef_geometry *g)
 	g->upper_words = div_ceil(g->upper_bits, 64);
 	g->one_samples = div_ceil(count, 1u << KVS_EF_SAMPLE_SHIFT);
 	g->zero_samples = div_ceil(g->zero_count, 1u << KVS_EF_SAMPLE_SHIFT);
-	uint64_t words = g->low_words + g->upper_words + g->one_samples +
-			 g->zero_samples;
+	uint64_t words =
+	    g->low_words + g->upper_words + g->one_samples + g->zero_samples;
 	if (words > (SIZE_MAX - KVS_EF_HEADER_BYTES) / 8)
 		return KVS_E_RANGE;
 	g->size = KVS_EF_HEADER_BYTES + (size_t)words * 8;
@@ -68,8 +68,8 @@ static void or_word(uint8_t *p, uint64_t bits)
 	kvs_store_le64(p, kvs_load_le64(p) | bits);
 }
 
-kvs_status kvs_ef_builder_init(kvs_ef_builder *b, uint64_t count,
-			       uint64_t max, void *out, size_t out_len)
+kvs_status kvs_ef_builder_init(kvs_ef_builder *b, uint64_t count, uint64_t max,
+                               void *out, size_t out_len)
 {
 	ef_geometry g;
 	kvs_status st = geometry(count, max, &g);
@@ -115,16 +115,17 @@ kvs_status kvs_ef_builder_push(kvs_ef_builder *b, uint64_t value)
 	uint64_t high = value >> l;
 	/* Zeros zeros_written .. high-1 precede this element's one; zero j
 	 * sits at position j + i. Record the sampled ones among them. */
-	for (uint64_t j = (b->zeros_written + SAMPLE_MASK) & ~(uint64_t)SAMPLE_MASK;
+	for (uint64_t j =
+	         (b->zeros_written + SAMPLE_MASK) & ~(uint64_t)SAMPLE_MASK;
 	     j < high; j += 1u << KVS_EF_SAMPLE_SHIFT)
 		kvs_store_le64(b->zero_samples + 8 * (j >> KVS_EF_SAMPLE_SHIFT),
-			       j + i);
+		               j + i);
 	b->zeros_written = high;
 	uint64_t pos = high + i;
 	or_word(b->upper + 8 * (pos >> 6), (uint64_t)1 << (pos & 63));
 	if ((i & SAMPLE_MASK) == 0)
 		kvs_store_le64(b->one_samples + 8 * (i >> KVS_EF_SAMPLE_SHIFT),
-			       pos);
+		               pos);
 	b->last = value;
 	b->pushed++;
 	return KVS_OK;
@@ -138,18 +139,17 @@ kvs_status kvs_ef_builder_finish(kvs_ef_builder *b)
 }
 
 kvs_status kvs_ef_build(const uint64_t *values, uint64_t count, void *out,
-			size_t out_len)
+                        size_t out_len)
 {
 	kvs_ef_builder b;
-	kvs_status st = kvs_ef_builder_init(&b, count,
-					    count ? values[count - 1] : 0, out,
-					    out_len);
+	kvs_status st = kvs_ef_builder_init(
+	    &b, count, count ? values[count - 1] : 0, out, out_len);
 	for (uint64_t i = 0; st == KVS_OK && i < count; i++)
 		st = kvs_ef_builder_push(&b, values[i]);
 	return st == KVS_OK ? kvs_ef_builder_finish(&b) : st;
 }
 
-/* ---- query instances ------------------------------------------------------ */
+/* ---- query instances ----------------------------------------------------- */
 
 static inline unsigned popcount_portable(uint64_t w)
 {
@@ -179,7 +179,7 @@ static inline unsigned select_portable(uint64_t w, unsigned k)
 
 #define EF_FN(name) ef_##name##_portable
 #define EF_ATTR
-#define EF_POPCOUNT(w) popcount_portable(w)
+#define EF_POPCOUNT(w)  popcount_portable(w)
 #define EF_SELECT(w, k) select_portable(w, k)
 #include "ef_ops.h"
 #undef EF_FN
@@ -197,9 +197,9 @@ ACCEL_TARGET static inline unsigned select_bmi2(uint64_t w, unsigned k)
 	return (unsigned)__builtin_ctzll(_pdep_u64((uint64_t)1 << k, w));
 }
 
-#define EF_FN(name) ef_##name##_accel
-#define EF_ATTR ACCEL_TARGET
-#define EF_POPCOUNT(w) __builtin_popcountll(w)
+#define EF_FN(name)     ef_##name##_accel
+#define EF_ATTR         ACCEL_TARGET
+#define EF_POPCOUNT(w)  __builtin_popcountll(w)
 #define EF_SELECT(w, k) select_bmi2(w, k)
 #include "ef_ops.h"
 #undef EF_FN
@@ -213,8 +213,8 @@ static bool cpu_has_accel(void)
 	       __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
 }
 #else
-#define ef_get_accel ef_get_portable
-#define ef_next_geq_accel ef_next_geq_portable
+#define ef_get_accel         ef_get_portable
+#define ef_next_geq_accel    ef_next_geq_portable
 #define ef_cursor_seek_accel ef_cursor_seek_portable
 static bool cpu_has_accel(void)
 {
@@ -225,19 +225,19 @@ static bool cpu_has_accel(void)
 kvs_status kvs_ef_get(const kvs_ef *ef, uint64_t i, uint64_t *value)
 {
 	return ef->accel ? ef_get_accel(ef, i, value)
-			 : ef_get_portable(ef, i, value);
+	                 : ef_get_portable(ef, i, value);
 }
 
 uint64_t kvs_ef_next_geq(const kvs_ef *ef, uint64_t x, uint64_t *value)
 {
 	return ef->accel ? ef_next_geq_accel(ef, x, value)
-			 : ef_next_geq_portable(ef, x, value);
+	                 : ef_next_geq_portable(ef, x, value);
 }
 
 kvs_status kvs_ef_cursor_seek(kvs_ef_cursor *c, const kvs_ef *ef, uint64_t i)
 {
 	return ef->accel ? ef_cursor_seek_accel(c, ef, i)
-			 : ef_cursor_seek_portable(c, ef, i);
+	                 : ef_cursor_seek_portable(c, ef, i);
 }
 
 void kvs_ef_set_portable(kvs_ef *ef, bool portable)
@@ -245,7 +245,7 @@ void kvs_ef_set_portable(kvs_ef *ef, bool portable)
 	ef->accel = !portable && cpu_has_accel();
 }
 
-/* ---- open and validate ---------------------------------------------------- */
+/* ---- open and validate --------------------------------------------------- */
 
 kvs_status kvs_ef_open(kvs_ef *ef, const void *data, size_t len)
 {
@@ -293,7 +293,7 @@ kvs_status kvs_ef_validate(const kvs_ef *ef)
 		return KVS_E_CORRUPT;
 	if (ef->upper_bits % 64 &&
 	    kvs_load_le64(ef->upper + 8 * (ef->upper_words - 1)) >>
-		    (ef->upper_bits % 64))
+	        (ef->upper_bits % 64))
 		return KVS_E_CORRUPT;
 
 	/* Walk every one and every zero, checking the samples, the element
@@ -301,20 +301,23 @@ kvs_status kvs_ef_validate(const kvs_ef *ef)
 	uint64_t ones = 0, zeros = 0, prev = 0;
 	for (uint64_t wi = 0; wi < ef->upper_words; wi++) {
 		uint64_t w = kvs_load_le64(ef->upper + 8 * wi);
-		unsigned valid = wi + 1 < ef->upper_words || ef->upper_bits % 64 == 0
-					 ? 64
-					 : (unsigned)(ef->upper_bits % 64);
+		unsigned valid =
+		    wi + 1 < ef->upper_words || ef->upper_bits % 64 == 0
+		        ? 64
+		        : (unsigned)(ef->upper_bits % 64);
 		uint64_t zw = ~w & (valid == 64 ? ~(uint64_t)0
-						: ((uint64_t)1 << valid) - 1);
+		                                : ((uint64_t)1 << valid) - 1);
 		for (; w; w &= w - 1) {
 			uint64_t pos = wi * 64 + (uint64_t)__builtin_ctzll(w);
 			if (ones >= ef->count)
 				return KVS_E_CORRUPT;
 			if ((ones & SAMPLE_MASK) == 0 &&
 			    kvs_load_le64(ef->one_samples +
-					  8 * (ones >> KVS_EF_SAMPLE_SHIFT)) != pos)
+			                  8 * (ones >> KVS_EF_SAMPLE_SHIFT)) !=
+			        pos)
 				return KVS_E_CORRUPT;
-			uint64_t v = ((pos - ones) << l) | kvs_ef_low_(ef, ones);
+			uint64_t v =
+			    ((pos - ones) << l) | kvs_ef_low_(ef, ones);
 			if (ones > 0 && v < prev)
 				return KVS_E_CORRUPT;
 			prev = v;
@@ -326,7 +329,8 @@ kvs_status kvs_ef_validate(const kvs_ef *ef)
 				return KVS_E_CORRUPT;
 			if ((zeros & SAMPLE_MASK) == 0 &&
 			    kvs_load_le64(ef->zero_samples +
-					  8 * (zeros >> KVS_EF_SAMPLE_SHIFT)) != pos)
+			                  8 * (zeros >> KVS_EF_SAMPLE_SHIFT)) !=
+			        pos)
 				return KVS_E_CORRUPT;
 			zeros++;
 		}

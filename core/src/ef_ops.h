@@ -16,12 +16,14 @@
 /* Position of one number j (j < count), or UINT64_MAX if the data lies. */
 EF_ATTR static inline uint64_t EF_FN(select1)(const kvs_ef *ef, uint64_t j)
 {
-	uint64_t pos = kvs_load_le64(ef->one_samples + 8 * (j >> KVS_EF_SAMPLE_SHIFT));
+	uint64_t pos =
+	    kvs_load_le64(ef->one_samples + 8 * (j >> KVS_EF_SAMPLE_SHIFT));
 	uint64_t k = j & ((1u << KVS_EF_SAMPLE_SHIFT) - 1);
 	uint64_t wi = pos >> 6;
 	if (wi >= ef->upper_words)
 		return UINT64_MAX;
-	uint64_t w = kvs_load_le64(ef->upper + 8 * wi) & (~(uint64_t)0 << (pos & 63));
+	uint64_t w =
+	    kvs_load_le64(ef->upper + 8 * wi) & (~(uint64_t)0 << (pos & 63));
 	for (;;) {
 		uint64_t c = (uint64_t)EF_POPCOUNT(w);
 		if (k < c)
@@ -37,12 +39,14 @@ EF_ATTR static inline uint64_t EF_FN(select1)(const kvs_ef *ef, uint64_t j)
 /* Position of zero number j (j < zero_count), or UINT64_MAX. */
 EF_ATTR static inline uint64_t EF_FN(select0)(const kvs_ef *ef, uint64_t j)
 {
-	uint64_t pos = kvs_load_le64(ef->zero_samples + 8 * (j >> KVS_EF_SAMPLE_SHIFT));
+	uint64_t pos =
+	    kvs_load_le64(ef->zero_samples + 8 * (j >> KVS_EF_SAMPLE_SHIFT));
 	uint64_t k = j & ((1u << KVS_EF_SAMPLE_SHIFT) - 1);
 	uint64_t wi = pos >> 6;
 	if (wi >= ef->upper_words)
 		return UINT64_MAX;
-	uint64_t w = ~kvs_load_le64(ef->upper + 8 * wi) & (~(uint64_t)0 << (pos & 63));
+	uint64_t w =
+	    ~kvs_load_le64(ef->upper + 8 * wi) & (~(uint64_t)0 << (pos & 63));
 	for (;;) {
 		uint64_t c = (uint64_t)EF_POPCOUNT(w);
 		if (k < c)
@@ -56,7 +60,7 @@ EF_ATTR static inline uint64_t EF_FN(select0)(const kvs_ef *ef, uint64_t j)
 }
 
 EF_ATTR static kvs_status EF_FN(get)(const kvs_ef *ef, uint64_t i,
-				     uint64_t *value)
+                                     uint64_t *value)
 {
 	if (i >= ef->count)
 		return KVS_E_RANGE;
@@ -68,7 +72,7 @@ EF_ATTR static kvs_status EF_FN(get)(const kvs_ef *ef, uint64_t i,
 }
 
 EF_ATTR static uint64_t EF_FN(next_geq)(const kvs_ef *ef, uint64_t x,
-					uint64_t *value)
+                                        uint64_t *value)
 {
 	uint64_t n = ef->count;
 	if (n == 0 || x > ef->max)
@@ -108,14 +112,15 @@ EF_ATTR static uint64_t EF_FN(next_geq)(const kvs_ef *ef, uint64_t x,
 			*value = (h << l) | kvs_ef_low_(ef, lo);
 		return lo;
 	}
-	/* Everything in bucket h is below x: the answer opens a later bucket. */
+	/* Everything in bucket h is below x: the answer opens a later bucket.
+	 */
 	if (lo < n && value && EF_FN(get)(ef, lo, value) != KVS_OK)
 		return n;
 	return lo;
 }
 
-EF_ATTR static kvs_status EF_FN(cursor_seek)(kvs_ef_cursor *c,
-					     const kvs_ef *ef, uint64_t i)
+EF_ATTR static kvs_status EF_FN(cursor_seek)(kvs_ef_cursor *c, const kvs_ef *ef,
+                                             uint64_t i)
 {
 	c->ef = ef;
 	if (i > ef->count)
@@ -134,7 +139,7 @@ EF_ATTR static kvs_status EF_FN(cursor_seek)(kvs_ef_cursor *c,
 	c->word_index = pos >> 6;
 	/* Keep only the ones after pos (2 << 63 wraps to 0: no bits left). */
 	c->word = kvs_load_le64(ef->upper + 8 * c->word_index) &
-		  ~(((uint64_t)2 << (pos & 63)) - 1);
+	          ~(((uint64_t)2 << (pos & 63)) - 1);
 	c->value = ((pos - i) << ef->low_bits) | kvs_ef_low_(ef, i);
 	return KVS_OK;
 }

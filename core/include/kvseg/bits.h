@@ -121,7 +121,7 @@ kvs_status kvs_bw_reserve_slow(kvs_bitwriter *w, size_t bytes);
  * Bits of value above nbits are ignored. On failure nothing is appended.
  */
 static inline kvs_status kvs_bw_put(kvs_bitwriter *w, uint64_t value,
-				    unsigned nbits)
+                                    unsigned nbits)
 {
 	if (nbits > 64)
 		return KVS_E_RANGE;
@@ -161,15 +161,15 @@ kvs_status kvs_bw_flush(kvs_bitwriter *w, const uint8_t **data, size_t *len);
 /* ---- bounded reservoir reader ------------------------------------------ */
 
 typedef struct kvs_bitreader {
-	uint64_t reservoir;      /* next bits, left-aligned: bit 63 comes first */
-	unsigned avail;          /* unread payload bits held in reservoir, 0..63 */
-	const uint8_t *next;     /* next byte to load */
-	uintptr_t fast_limit;    /* 8-byte loads while next <= this (the last
-				    whole payload byte minus 7; 0 if none) */
-	const uint8_t *end;      /* one past the last payload byte */
-	const uint8_t *base;     /* as given to kvs_br_init */
-	uint64_t start_bit;      /* as given to kvs_br_init */
-	uint64_t length;         /* payload length in bits */
+	uint64_t reservoir;   /* next bits, left-aligned: bit 63 comes first */
+	unsigned avail;       /* unread payload bits held in reservoir, 0..63 */
+	const uint8_t *next;  /* next byte to load */
+	uintptr_t fast_limit; /* 8-byte loads while next <= this (the last
+	                         whole payload byte minus 7; 0 if none) */
+	const uint8_t *end;   /* one past the last payload byte */
+	const uint8_t *base;  /* as given to kvs_br_init */
+	uint64_t start_bit;   /* as given to kvs_br_init */
+	uint64_t length;      /* payload length in bits */
 } kvs_bitreader;
 
 /*
@@ -225,7 +225,7 @@ static inline void kvs_br_consume(kvs_bitreader *r, unsigned n)
  * no other byte is ever loaded. start_bit + bit_length must not overflow.
  */
 static inline void kvs_br_init(kvs_bitreader *r, const void *base,
-			       uint64_t start_bit, uint64_t bit_length)
+                               uint64_t start_bit, uint64_t bit_length)
 {
 	const uint8_t *b = (const uint8_t *)base;
 	uint64_t end_bit = start_bit + bit_length;
@@ -250,7 +250,7 @@ kvs_status kvs_br_read_slow(kvs_bitreader *r, unsigned nbits, uint64_t *out);
 
 /* Reads nbits (0..64) as an unsigned integer, first bit most significant. */
 static inline kvs_status kvs_br_read(kvs_bitreader *r, unsigned nbits,
-				     uint64_t *out)
+                                     uint64_t *out)
 {
 	if (nbits <= 56) {
 		if (r->avail < nbits)

@@ -41,7 +41,7 @@ kvs_status kvs_get_eg_slow(kvs_bitreader *r, unsigned k, uint64_t *out);
  * goes past the old bits, the refilled reservoir decides (kvs_eg_long_).
  */
 static inline kvs_status kvs_eg_long_(kvs_bitreader *r, unsigned k,
-				      uint64_t *out)
+                                      uint64_t *out)
 {
 	uint64_t res = r->reservoir;
 	if (res != 0) {
@@ -52,7 +52,8 @@ static inline kvs_status kvs_eg_long_(kvs_bitreader *r, unsigned k,
 			kvs_br_consume(r, z + n);
 			return KVS_OK;
 		}
-		if (n <= 56 && z < r->avail) { /* the zeros, a refill, the rest */
+		if (n <= 56 &&
+		    z < r->avail) { /* the zeros, a refill, the rest */
 			kvs_bitreader saved = *r;
 			kvs_br_consume(r, z);
 			kvs_br_refill(r);
@@ -73,8 +74,7 @@ static inline kvs_status kvs_eg_long_(kvs_bitreader *r, unsigned k,
 	return st;
 }
 
-static inline kvs_status kvs_get_eg(kvs_bitreader *r, unsigned k,
-				    uint64_t *out)
+static inline kvs_status kvs_get_eg(kvs_bitreader *r, unsigned k, uint64_t *out)
 {
 	if (__builtin_expect(k > 63, 0))
 		return KVS_E_RANGE;
@@ -84,7 +84,8 @@ static inline kvs_status kvs_get_eg(kvs_bitreader *r, unsigned k,
 		unsigned z = (unsigned)__builtin_clzll(head);
 		unsigned len = 2 * z + k + 1;
 		if (__builtin_expect(len <= r->avail, 1)) {
-			*out = (r->reservoir >> (64 - len)) - ((uint64_t)1 << k);
+			*out =
+			    (r->reservoir >> (64 - len)) - ((uint64_t)1 << k);
 			kvs_br_consume(r, len);
 			return KVS_OK;
 		}
@@ -107,7 +108,7 @@ typedef struct kvs_golomb {
 	uint64_t m;           /* modulus, >= 1 */
 	uint64_t cutoff;      /* u = 2^b - m */
 	uint64_t short_below; /* u << (65 - b): bits after the one that are
-				 below it start a (b-1)-bit remainder */
+	                         below it start a (b-1)-bit remainder */
 	unsigned b;           /* ceil(log2 m), 0..64 */
 } kvs_golomb;
 
@@ -115,9 +116,9 @@ kvs_status kvs_golomb_init(kvs_golomb *g, uint64_t m);
 /* Code length in bits, or 0 when the value cannot be encoded. */
 uint64_t kvs_golomb_length(const kvs_golomb *g, uint64_t value);
 kvs_status kvs_put_golomb(kvs_bitwriter *w, const kvs_golomb *g,
-			  uint64_t value);
+                          uint64_t value);
 kvs_status kvs_get_golomb_slow(kvs_bitreader *r, const kvs_golomb *g,
-			       uint64_t *out);
+                               uint64_t *out);
 
 /*
  * The fast path covers 1 <= b <= 32 (2 <= m <= 2^32), where q * m + r cannot
@@ -127,7 +128,7 @@ kvs_status kvs_get_golomb_slow(kvs_bitreader *r, const kvs_golomb *g,
  * computed and the compare picks one, keeping the length off the chain.
  */
 static inline kvs_status kvs_get_golomb(kvs_bitreader *r, const kvs_golomb *g,
-					uint64_t *out)
+                                        uint64_t *out)
 {
 	uint64_t head = r->reservoir;
 	kvs_br_refill(r);
@@ -135,13 +136,14 @@ static inline kvs_status kvs_get_golomb(kvs_bitreader *r, const kvs_golomb *g,
 	if (__builtin_expect(head != 0 && b - 1 < 32, 1)) {
 		unsigned q = (unsigned)__builtin_clzll(head);
 		if (__builtin_expect(q + 1 + b <= r->avail, 1)) {
-			uint64_t t = r->reservoir << (q + 1); /* after the one */
+			uint64_t t = r->reservoir
+			             << (q + 1); /* after the one */
 			bool is_short = t < g->short_below;
 			uint64_t after_short = t << (b - 1);
 			uint64_t after_long = after_short << 1;
 			/* the top b - is_short bits of t */
 			uint64_t rem = ((t >> 1) >> (63 - b + is_short)) -
-				       (g->cutoff & ((uint64_t)is_short - 1));
+			               (g->cutoff & ((uint64_t)is_short - 1));
 			*out = (uint64_t)q * g->m + rem;
 			r->reservoir = is_short ? after_short : after_long;
 			r->avail -= q + 1 + b - is_short;
@@ -162,7 +164,7 @@ static inline kvs_status kvs_get_golomb(kvs_bitreader *r, const kvs_golomb *g,
 kvs_status kvs_put_fixed(kvs_bitwriter *w, uint64_t value, unsigned width);
 
 static inline kvs_status kvs_get_fixed(kvs_bitreader *r, unsigned width,
-				       uint64_t *out)
+                                       uint64_t *out)
 {
 	return kvs_br_read(r, width, out);
 }
@@ -178,7 +180,7 @@ unsigned kvs_varint_length(uint64_t value);
 unsigned kvs_varint_put(uint8_t *dst, uint64_t value);
 
 kvs_status kvs_varint_get_slow(const uint8_t **p, const uint8_t *end,
-			       uint64_t *out);
+                               uint64_t *out);
 
 /*
  * Decodes one varint from [*p, end) and advances *p past it. Errors:
@@ -187,7 +189,7 @@ kvs_status kvs_varint_get_slow(const uint8_t **p, const uint8_t *end,
  * KVS_E_OVERFLOW (more than 64 bits). On error *p is unchanged.
  */
 static inline kvs_status kvs_varint_get(const uint8_t **p, const uint8_t *end,
-					uint64_t *out)
+                                        uint64_t *out)
 {
 	if (*p < end && **p < 0x80) {
 		*out = **p;

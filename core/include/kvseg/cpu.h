@@ -10,9 +10,9 @@
 #ifndef KVSEG_CPU_H
 #define KVSEG_CPU_H
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-	defined(__gnu_linux__)
-#define KVS_MULTIVERSION \
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&         \
+    defined(__gnu_linux__)
+#define KVS_MULTIVERSION                                                       \
 	__attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define KVS_MULTIVERSION

@@ -30,10 +30,10 @@
 extern "C" {
 #endif
 
-#define KVS_EF_VERSION 1
+#define KVS_EF_VERSION      1
 #define KVS_EF_HEADER_BYTES 24
 #define KVS_EF_SAMPLE_SHIFT 8 /* a select sample every 256 ones / zeros */
-#define KVS_EF_MAX_COUNT ((uint64_t)1 << 48)
+#define KVS_EF_MAX_COUNT    ((uint64_t)1 << 48)
 
 /* A read-only view of a serialized sequence. Fields are private. */
 typedef struct kvs_ef {
@@ -45,9 +45,9 @@ typedef struct kvs_ef {
 	const uint8_t *upper; /* upper_bits bits in 64-bit words */
 	const uint8_t *one_samples;
 	const uint8_t *zero_samples;
-	uint64_t upper_bits;  /* count + (max >> l) */
+	uint64_t upper_bits; /* count + (max >> l) */
 	uint64_t upper_words;
-	uint64_t zero_count;  /* max >> l */
+	uint64_t zero_count; /* max >> l */
 	uint64_t one_sample_count;
 	uint64_t zero_sample_count;
 	size_t size; /* bytes of the serialized form */
@@ -71,8 +71,8 @@ typedef struct kvs_ef_builder {
 } kvs_ef_builder;
 
 /* out must hold kvs_ef_size(count, max) bytes; it is zeroed first. */
-kvs_status kvs_ef_builder_init(kvs_ef_builder *b, uint64_t count,
-			       uint64_t max, void *out, size_t out_len);
+kvs_status kvs_ef_builder_init(kvs_ef_builder *b, uint64_t count, uint64_t max,
+                               void *out, size_t out_len);
 /* Appends the next value: KVS_E_ORDER if it is below the previous one or
  * above max, KVS_E_RANGE if count values were already pushed. */
 kvs_status kvs_ef_builder_push(kvs_ef_builder *b, uint64_t value);
@@ -81,7 +81,7 @@ kvs_status kvs_ef_builder_finish(kvs_ef_builder *b);
 
 /* Builds from an array in one call (the largest value is values[count-1]). */
 kvs_status kvs_ef_build(const uint64_t *values, uint64_t count, void *out,
-			size_t out_len);
+                        size_t out_len);
 
 /* Opens len bytes of serialized form; constant time (see above). */
 kvs_status kvs_ef_open(kvs_ef *ef, const void *data, size_t len);
@@ -104,7 +104,7 @@ typedef struct kvs_ef_cursor {
 	uint64_t index;      /* current element; count at the end */
 	uint64_t value;      /* current element's value */
 	uint64_t word_index; /* upper word holding the current element's one */
-	uint64_t word;       /* that word with bits up to the current one cleared */
+	uint64_t word; /* that word with bits up to the current one cleared */
 } kvs_ef_cursor;
 
 /* Positions c at index i (0..count; count means at the end). */
@@ -152,7 +152,8 @@ static inline void kvs_ef_cursor_next(kvs_ef_cursor *c)
 	}
 	uint64_t pos = c->word_index * 64 + (uint64_t)__builtin_ctzll(w);
 	c->word = w & (w - 1);
-	c->value = ((pos - c->index) << ef->low_bits) | kvs_ef_low_(ef, c->index);
+	c->value =
+	    ((pos - c->index) << ef->low_bits) | kvs_ef_low_(ef, c->index);
 }
 
 #ifdef __cplusplus
