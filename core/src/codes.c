@@ -10,6 +10,18 @@
  */
 #include "kvseg/codes.h"
 
+/*
+ * Undoes the puts since `saved` after a failed multi-part put. Only the
+ * position is restored: a put may have moved a growable buffer, and the
+ * saved pointer would then be stale.
+ */
+static void rollback(kvs_bitwriter *w, const kvs_bitwriter *saved)
+{
+	w->len = saved->len;
+	w->acc = saved->acc;
+	w->acc_bits = saved->acc_bits;
+}
+
 /* Length of the unary zero run at the read position, up to limit + 1. The
  * terminating one is not consumed. KVS_E_TRUNCATED if the payload ends in
  * the run, KVS_E_OVERLONG if the run is longer than limit. */
@@ -67,7 +79,7 @@ kvs_status kvs_put_eg(kvs_bitwriter *w, uint64_t value, unsigned k)
 	if (st == KVS_OK)
 		st = kvs_bw_put(w, value + ((uint64_t)1 << k), z + k);
 	if (st != KVS_OK)
-		*w = saved; /* bytes past saved.len are not output */
+		rollback(w, &saved); /* bytes past saved.len are not output */
 	return st;
 }
 
@@ -109,20 +121,6 @@ fail:
 
 /* ---- Golomb -------------------------------------------------------------- */
 
-kvs_status kvs_golomb_init(kvs_golomb *g, uint64_t m)
-{
-	if (m == 0)
-		return KVS_E_RANGE;
-	unsigned b = m == 1 ? 0 : 64 - (unsigned)__builtin_clzll(m - 1);
-	g->m = m;
-	g->b = b;
-	/* u = 2^b - m, computed modulo 2^64 (2^64 - m for b = 64). */
-	g->cutoff = (b == 64 ? 0 : ((uint64_t)1 << b)) - m;
-	/* u < 2^(b-1) because m > 2^(b-1), so this cannot overflow. */
-	g->short_below = b >= 2 ? g->cutoff << (65 - b) : 0;
-	return KVS_OK;
-}
-
 uint64_t kvs_golomb_length(const kvs_golomb *g, uint64_t value)
 {
 	uint64_t q = value / g->m, rem = value % g->m;
@@ -153,13 +151,14 @@ kvs_status kvs_put_golomb(kvs_bitwriter *w, const kvs_golomb *g, uint64_t value)
 			st = kvs_bw_put(w, rem + g->cutoff, g->b);
 	}
 	if (st != KVS_OK)
-		*w = saved;
+		rollback(w, &saved);
 	return st;
 }
 
-kvs_status kvs_get_golomb_slow(kvs_bitreader *r, const kvs_golomb *g,
+kvs_status kvs_get_golomb_slow(kvs_bitreader *r, kvs_golomb params,
                                uint64_t *out)
 {
+	const kvs_golomb *g = &params;
 	kvs_bitreader saved = *r;
 	uint64_t q, rem = 0, v;
 	kvs_status st = count_zeros(r, KVS_GOLOMB_MAX_QUOTIENT, &q);

@@ -105,27 +105,48 @@ static inline kvs_status kvs_get_eg(kvs_bitreader *r, unsigned k, uint64_t *out)
 #define KVS_GOLOMB_MAX_QUOTIENT ((uint64_t)1 << 16)
 
 typedef struct kvs_golomb {
-	uint64_t m;           /* modulus, >= 1 */
-	uint64_t cutoff;      /* u = 2^b - m */
-	uint64_t short_below; /* u << (65 - b): bits after the one that are
-	                         below it start a (b-1)-bit remainder */
-	unsigned b;           /* ceil(log2 m), 0..64 */
+	uint64_t m;          /* modulus, >= 1 */
+	uint64_t cutoff;     /* u = 2^b - m */
+	uint64_t short_mark; /* 2^63 | u << (64 - b): see kvs_get_golomb */
+	uint64_t long_bias;  /* 2^b + u */
+	uint64_t short_bias; /* 2^(b-1) */
+	unsigned b;          /* ceil(log2 m), 0..64 */
 } kvs_golomb;
 
-kvs_status kvs_golomb_init(kvs_golomb *g, uint64_t m);
+/* Inline so that a constant modulus folds into the decoder. */
+static inline kvs_status kvs_golomb_init(kvs_golomb *g, uint64_t m)
+{
+	if (m == 0)
+		return KVS_E_RANGE;
+	unsigned b = m == 1 ? 0 : 64 - (unsigned)__builtin_clzll(m - 1);
+	g->m = m;
+	g->b = b;
+	/* u = 2^b - m, modulo 2^64 (2^64 - m for b = 64) */
+	g->cutoff = (b == 64 ? 0 : (uint64_t)1 << b) - m;
+	/* u < 2^(b-1) because m > 2^(b-1): nothing below overflows */
+	g->short_mark =
+	    ((uint64_t)1 << 63) | (b >= 2 ? g->cutoff << (64 - b) : 0);
+	g->long_bias = b >= 1 && b <= 32 ? ((uint64_t)1 << b) + g->cutoff : 0;
+	g->short_bias = b >= 1 && b <= 32 ? (uint64_t)1 << (b - 1) : 0;
+	return KVS_OK;
+}
+
 /* Code length in bits, or 0 when the value cannot be encoded. */
 uint64_t kvs_golomb_length(const kvs_golomb *g, uint64_t value);
 kvs_status kvs_put_golomb(kvs_bitwriter *w, const kvs_golomb *g,
                           uint64_t value);
-kvs_status kvs_get_golomb_slow(kvs_bitreader *r, const kvs_golomb *g,
-                               uint64_t *out);
+/* By value, so that a caller's kvs_golomb is never address-taken. */
+kvs_status kvs_get_golomb_slow(kvs_bitreader *r, kvs_golomb g, uint64_t *out);
 
 /*
  * The fast path covers 1 <= b <= 32 (2 <= m <= 2^32), where q * m + r cannot
  * overflow for any run that fits the reservoir; see kvs_get_eg for `head`.
- * Whether the remainder takes b - 1 or b bits is one compare of the bits
- * after the one against short_below; both possible next reservoirs are
- * computed and the compare picks one, keeping the length off the chain.
+ * The reservoir starts with q zeros and a one, so "the b - 1 bits after the
+ * one are below u" is one compare of the reservoir with short_mark >> q.
+ * Both possible next reservoirs are shifted meanwhile and the compare picks
+ * one, which keeps the code's length off the critical path. The q + 1 + b
+ * (or q + b) leading bits, read as an integer, are 2^b + r + u (or
+ * 2^(b-1) + r): one shift and a bias give the remainder.
  */
 static inline kvs_status kvs_get_golomb(kvs_bitreader *r, const kvs_golomb *g,
                                         uint64_t *out)
@@ -135,24 +156,27 @@ static inline kvs_status kvs_get_golomb(kvs_bitreader *r, const kvs_golomb *g,
 	unsigned b = g->b;
 	if (__builtin_expect(head != 0 && b - 1 < 32, 1)) {
 		unsigned q = (unsigned)__builtin_clzll(head);
-		if (__builtin_expect(q + 1 + b <= r->avail, 1)) {
-			uint64_t t = r->reservoir
-			             << (q + 1); /* after the one */
-			bool is_short = t < g->short_below;
-			uint64_t after_short = t << (b - 1);
-			uint64_t after_long = after_short << 1;
-			/* the top b - is_short bits of t */
-			uint64_t rem = ((t >> 1) >> (63 - b + is_short)) -
-			               (g->cutoff & ((uint64_t)is_short - 1));
-			*out = (uint64_t)q * g->m + rem;
+		unsigned len = q + 1 + b; /* of a long code */
+		if (__builtin_expect(len <= r->avail, 1)) {
+			uint64_t res = r->reservoir;
+			bool is_short = res < (g->short_mark >> q);
+			uint64_t after_short = res << (len - 1);
+			uint64_t after_long = res << len;
+			uint64_t lead = res >> (64 - len + is_short);
+			uint64_t short_mask =
+			    -(uint64_t)is_short; /* no branch */
+			uint64_t bias =
+			    g->long_bias ^
+			    ((g->long_bias ^ g->short_bias) & short_mask);
+			*out = (uint64_t)q * g->m + lead - bias;
 			r->reservoir = is_short ? after_short : after_long;
-			r->avail -= q + 1 + b - is_short;
+			r->avail -= len - is_short;
 			return KVS_OK;
 		}
 	}
 	kvs_bitreader tmp = *r; /* see kvs_br_read; also m = 1 (b = 0) */
 	uint64_t v = 0;
-	kvs_status st = kvs_get_golomb_slow(&tmp, g, &v);
+	kvs_status st = kvs_get_golomb_slow(&tmp, *g, &v);
 	*r = tmp;
 	*out = v;
 	return st;
