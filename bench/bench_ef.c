@@ -1,0 +1,219 @@
+/*
+ * bench_ef — Elias-Fano queries of libkvseg, in ns per operation, and the
+ * size of the serialized sequence. bench_ef_sdsl.cpp runs the same
+ * workloads on sdsl-lite's sd_vector as the peer variant.
+ *
+ * The sequence is 262,144 strictly increasing positions with gaps uniform in
+ * [1, 1024] (bench_gen.h). Workloads (bench/README.md):
+ *   access-random    kvs_ef_get at 1,048,576 precomputed random indices
+ *   access-seq       kvs_ef_get for i = 0 .. n-1 in order
+ *   next_geq-random  kvs_ef_next_geq at 1,048,576 random targets in [0, max]
+ *   iterate          one kvs_ef_cursor from index 0 to the end
+ *   space            no timing: bytes of the serialized form (kvs_ef_size)
+ * The timer covers the query loop only. Excluded: generating the sequence
+ * and the queries, building, opening and validating the sequence, checking
+ * every answer of every workload against the plain array before timing, and
+ * comparing each observation's checksum with the expected one afterwards.
+ *
+ * Variants: kvseg (the best paths the CPU has), kvseg-portable
+ * (kvs_ef_set_portable).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvseg/ef.h"
+
+#include "bench_gen.h"
+#include "harness.h"
+
+#define N BENCH_EF_COUNT
+#define Q BENCH_EF_QUERIES
+
+static const char *const workload_names[] = {
+    "access-random", "access-seq", "next_geq-random", "iterate", "space", NULL,
+};
+static const char *const variant_names[] = {"kvseg", "kvseg-portable", NULL};
+
+typedef struct fixture {
+	uint64_t *x;       /* the plain array */
+	uint64_t *indices; /* access-random queries */
+	uint64_t *targets; /* next_geq-random queries */
+	void *data;        /* the serialized sequence */
+	size_t size;
+	kvs_ef ef;
+} fixture;
+
+static void check(kvs_status st, const char *what)
+{
+	if (st != KVS_OK)
+		bench_fail("%s: %s", what, kvs_strerror(st));
+}
+
+/* ---- the timed loops: each returns a checksum of its answers ------------ */
+
+static uint64_t run_access_random(const fixture *f)
+{
+	uint64_t sum = 0;
+	for (size_t j = 0; j < Q; j++) {
+		uint64_t v = 0;
+		kvs_ef_get(&f->ef, f->indices[j], &v);
+		sum += v;
+	}
+	return sum;
+}
+
+static uint64_t run_access_seq(const fixture *f)
+{
+	uint64_t sum = 0;
+	for (size_t i = 0; i < N; i++) {
+		uint64_t v = 0;
+		kvs_ef_get(&f->ef, i, &v);
+		sum += v;
+	}
+	return sum;
+}
+
+static uint64_t run_next_geq(const fixture *f)
+{
+	uint64_t sum = 0;
+	for (size_t j = 0; j < Q; j++) {
+		uint64_t v = 0;
+		uint64_t i = kvs_ef_next_geq(&f->ef, f->targets[j], &v);
+		sum += i + v;
+	}
+	return sum;
+}
+
+static uint64_t run_iterate(const fixture *f)
+{
+	uint64_t sum = 0;
+	kvs_ef_cursor c;
+	kvs_ef_cursor_seek(&c, &f->ef, 0);
+	for (; kvs_ef_cursor_valid(&c); kvs_ef_cursor_next(&c))
+		sum += c.value;
+	return sum;
+}
+
+/* ---- checks against the plain array, before any timing ------------------ */
+
+static void verify(const fixture *f)
+{
+	uint64_t v;
+	for (size_t i = 0; i < N; i++) {
+		check(kvs_ef_get(&f->ef, i, &v), "kvs_ef_get");
+		if (v != f->x[i])
+			bench_fail("kvs_ef_get(%zu) = %llu, not %llu", i,
+			           (unsigned long long)v,
+			           (unsigned long long)f->x[i]);
+	}
+	for (size_t j = 0; j < Q; j++) {
+		uint64_t t = f->targets[j];
+		size_t want = bench_lower_bound(f->x, N, t);
+		v = 0;
+		uint64_t got = kvs_ef_next_geq(&f->ef, t, &v);
+		if (got != want || v != f->x[want])
+			bench_fail("kvs_ef_next_geq(%llu) = %llu (value %llu), "
+			           "not %zu (value %llu)",
+			           (unsigned long long)t,
+			           (unsigned long long)got,
+			           (unsigned long long)v, want,
+			           (unsigned long long)f->x[want]);
+	}
+	/* Past the end and at the ends. */
+	if (kvs_ef_next_geq(&f->ef, f->x[N - 1] + 1, NULL) != N ||
+	    kvs_ef_next_geq(&f->ef, 0, NULL) != 0 ||
+	    kvs_ef_get(&f->ef, N, &v) != KVS_E_RANGE)
+		bench_fail("kvs_ef_next_geq / kvs_ef_get wrong at the ends");
+
+	kvs_ef_cursor c;
+	check(kvs_ef_cursor_seek(&c, &f->ef, 0), "kvs_ef_cursor_seek");
+	size_t i = 0;
+	for (; kvs_ef_cursor_valid(&c); kvs_ef_cursor_next(&c), i++)
+		if (i >= N || c.index != i || c.value != f->x[i])
+			bench_fail("the cursor is wrong at index %zu", i);
+	if (i != N)
+		bench_fail("the cursor stopped after %zu elements", i);
+}
+
+/* ---- observations ------------------------------------------------------- */
+
+typedef struct run {
+	const fixture *f;
+	uint64_t (*loop)(const fixture *f);
+	uint64_t ops;
+	uint64_t expected;
+} run;
+
+static double observe(void *ctx)
+{
+	const run *r = ctx;
+	uint64_t t0 = bench_now_ns();
+	uint64_t sum = r->loop(r->f);
+	uint64_t t1 = bench_now_ns();
+	if (sum != r->expected)
+		bench_fail("a timed pass gave checksum %llu, not %llu",
+		           (unsigned long long)sum,
+		           (unsigned long long)r->expected);
+	bench_sink(sum);
+	return (double)(t1 - t0) / (double)r->ops;
+}
+
+int main(int argc, char **argv)
+{
+	bench_opts o;
+	bench_parse(&o, argc, argv, "ef", workload_names, variant_names);
+
+	fixture f;
+	f.x = bench_alloc(N * sizeof *f.x);
+	f.indices = bench_alloc(Q * sizeof *f.indices);
+	f.targets = bench_alloc(Q * sizeof *f.targets);
+	bench_ef_positions(f.x, N);
+	bench_ef_indices(f.indices, Q, N);
+	bench_ef_targets(f.targets, Q, f.x[N - 1]);
+
+	check(kvs_ef_size(N, f.x[N - 1], &f.size), "kvs_ef_size");
+	f.data = bench_alloc(f.size);
+	check(kvs_ef_build(f.x, N, f.data, f.size), "kvs_ef_build");
+	check(kvs_ef_open(&f.ef, f.data, f.size), "kvs_ef_open");
+	check(kvs_ef_validate(&f.ef), "kvs_ef_validate");
+	kvs_ef_set_portable(&f.ef, strcmp(o.variant, "kvseg-portable") == 0);
+	verify(&f);
+
+	if (strcmp(o.workload, "space") == 0) {
+		bench_row(&o, 0, 0, "size", (double)f.size, "bytes");
+		bench_row(&o, 0, 0, "bits", 8.0 * (double)f.size / (double)N,
+		          "bits/element");
+	} else {
+		run r = {&f, NULL, Q, 0};
+		if (strcmp(o.workload, "access-random") == 0) {
+			r.loop = run_access_random;
+			for (size_t j = 0; j < Q; j++)
+				r.expected += f.x[f.indices[j]];
+		} else if (strcmp(o.workload, "access-seq") == 0) {
+			r.loop = run_access_seq;
+			r.ops = N;
+			for (size_t i = 0; i < N; i++)
+				r.expected += f.x[i];
+		} else if (strcmp(o.workload, "next_geq-random") == 0) {
+			r.loop = run_next_geq;
+			for (size_t j = 0; j < Q; j++) {
+				size_t i =
+				    bench_lower_bound(f.x, N, f.targets[j]);
+				r.expected += i + f.x[i];
+			}
+		} else { /* iterate */
+			r.loop = run_iterate;
+			r.ops = N;
+			for (size_t i = 0; i < N; i++)
+				r.expected += f.x[i];
+		}
+		bench_observe(&o, "time", "ns/op", observe, &r);
+	}
+
+	free(f.data);
+	free(f.x);
+	free(f.indices);
+	free(f.targets);
+	return 0;
+}
