@@ -36,140 +36,35 @@
 #include "kvseg/bits.h"
 #include "testutil.h"
 
-/* ---- reporting ---------------------------------------------------------- */
-
+/* The PRNG seed; test_rng_for(g_seed, tag) gives each test its stream. */
 static uint64_t g_seed = 0x6b76736567426974ull;
 
-static test_rng rng_for(uint64_t tag)
-{
-	test_rng r = {g_seed ^ (tag * 0x9E3779B97F4A7C15ull)};
-	return r;
-}
-
-static const char *st_name(kvs_status s)
-{
-	switch (s) {
-	case KVS_OK:
-		return "KVS_OK";
-	case KVS_E_TRUNCATED:
-		return "KVS_E_TRUNCATED";
-	case KVS_E_OVERLONG:
-		return "KVS_E_OVERLONG";
-	case KVS_E_OVERFLOW:
-		return "KVS_E_OVERFLOW";
-	case KVS_E_RANGE:
-		return "KVS_E_RANGE";
-	case KVS_E_NOSPACE:
-		return "KVS_E_NOSPACE";
-	case KVS_E_NOMEM:
-		return "KVS_E_NOMEM";
-	case KVS_E_CORRUPT:
-		return "KVS_E_CORRUPT";
-	case KVS_E_ORDER:
-		return "KVS_E_ORDER";
-	case KVS_E_INVAL:
-		return "KVS_E_INVAL";
-	}
-	return "(unknown status)";
-}
-
-/* CHECK(cond, fmt, ...): on failure print the condition and the context. */
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			print_error("%s:%d: check failed: %s\n    ", __FILE__, \
-				    __LINE__, #cond);                          \
-			print_error(__VA_ARGS__);                              \
-			print_error("\n");                                     \
-			fail();                                                \
-		}                                                              \
-	} while (0)
-
-#define CHECK_ST(got, want, ...)                                               \
-	do {                                                                   \
-		kvs_status got_ = (got), want_ = (want);                       \
-		if (got_ != want_) {                                           \
-			print_error("%s:%d: got %s, expected %s\n    ",        \
-				    __FILE__, __LINE__, st_name(got_),         \
-				    st_name(want_));                           \
-			print_error(__VA_ARGS__);                              \
-			print_error("\n");                                     \
-			fail();                                                \
-		}                                                              \
-	} while (0)
-
-#define ULL(x) ((unsigned long long)(x))
-
 /* ---- naive model ------------------------------------------------------- */
-
-static int bit_at(const uint8_t *p, uint64_t i)
-{
-	return (p[i >> 3] >> (7 - (i & 7))) & 1;
-}
-
-static void bit_set(uint8_t *p, uint64_t i, int b)
-{
-	uint8_t m = (uint8_t)(0x80u >> (i & 7));
-	if (b)
-		p[i >> 3] |= m;
-	else
-		p[i >> 3] &= (uint8_t)~m;
-}
 
 /* n (0..64) bits from bit pos of p, first bit most significant. */
 static uint64_t naive_read(const uint8_t *p, uint64_t pos, unsigned n)
 {
 	uint64_t v = 0;
 	for (unsigned i = 0; i < n; i++)
-		v = (v << 1) | (uint64_t)bit_at(p, pos + i);
+		v = (v << 1) | (uint64_t)test_msb_bit_at(p, pos + i);
 	return v;
 }
 
-/* A bit string, one byte per bit. */
-typedef struct bitvec {
-	uint8_t *bit;
-	size_t n, cap;
-} bitvec;
-
-static void bv_push(bitvec *v, int b)
-{
-	if (v->n == v->cap) {
-		v->cap = v->cap ? 2 * v->cap : 1024;
-		v->bit = realloc(v->bit, v->cap);
-		assert_non_null(v->bit);
-	}
-	v->bit[v->n++] = (uint8_t)(b != 0);
-}
-
-/* The low n bits of x, most significant first (bit by bit). */
-static void bv_put(bitvec *v, uint64_t x, unsigned n)
-{
-	for (unsigned i = n; i-- > 0;)
-		bv_push(v, (int)((x >> i) & 1));
-}
-
-static void bv_align(bitvec *v)
+static void bv_align(test_bitvec *v)
 {
 	while (v->n % 8 != 0)
-		bv_push(v, 0);
+		test_bv_push(v, 0);
 }
 
 /* Packs the bits into ceil(n / 8) bytes, zero padded; caller frees. */
-static uint8_t *bv_pack(const bitvec *v)
+static uint8_t *bv_pack(const test_bitvec *v)
 {
 	size_t nbytes = (v->n + 7) / 8;
 	uint8_t *out = calloc(nbytes + 1, 1);
 	assert_non_null(out);
 	for (size_t i = 0; i < v->n; i++)
-		bit_set(out, i, v->bit[i]);
+		test_msb_bit_set(out, i, v->bit[i]);
 	return out;
-}
-
-static void bv_free(bitvec *v)
-{
-	free(v->bit);
-	v->bit = NULL;
-	v->n = v->cap = 0;
 }
 
 static size_t first_diff(const uint8_t *a, const uint8_t *b, size_t n)
@@ -186,31 +81,6 @@ static void fill_random(test_rng *rng, uint8_t *p, size_t n)
 		p[i] = (uint8_t)test_rng_next(rng);
 }
 
-/* A buffer whose first byte directly follows a PROT_NONE page. */
-typedef struct front_guarded {
-	uint8_t *map;
-	size_t map_len;
-	uint8_t *data;
-} front_guarded;
-
-static void front_guarded_alloc(front_guarded *g, size_t len)
-{
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	size_t data_pages = (len + page - 1) / page + 1;
-	g->map_len = (data_pages + 1) * page;
-	void *m = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	assert_true(m != MAP_FAILED);
-	g->map = m;
-	assert_int_equal(mprotect(g->map, page, PROT_NONE), 0);
-	g->data = g->map + page;
-}
-
-static void front_guarded_free(front_guarded *g)
-{
-	munmap(g->map, g->map_len);
-}
-
 /* ---- writer: operations, naive replay, library replay ------------------ */
 
 enum { OP_PUT, OP_ALIGN, OP_FLUSH };
@@ -221,10 +91,10 @@ typedef struct wop {
 	uint64_t v; /* value for OP_PUT (bits above n are junk) */
 } wop;
 
-static void naive_apply(bitvec *m, const wop *op)
+static void naive_apply(test_bitvec *m, const wop *op)
 {
 	if (op->kind == OP_PUT)
-		bv_put(m, op->v, op->n);
+		test_bv_put(m, op->v, op->n);
 	else
 		bv_align(m);
 }
@@ -237,8 +107,8 @@ static uint64_t op_bits(const wop *op, uint64_t have)
 	return (8 - have % 8) % 8;
 }
 
-static void check_flushed(const uint8_t *data, size_t len, const bitvec *m,
-			  const char *what, size_t opno)
+static void check_flushed(const uint8_t *data, size_t len, const test_bitvec *m,
+                          const char *what, size_t opno)
 {
 	CHECK(m->n % 8 == 0, "%s: model not aligned after flush", what);
 	CHECK(len == m->n / 8,
@@ -253,8 +123,8 @@ static void check_flushed(const uint8_t *data, size_t len, const bitvec *m,
 	size_t d = first_diff(data, want, len);
 	if (d != len)
 		print_error("%s: byte %zu is 0x%02x, expected 0x%02x "
-			    "(stream of %zu bits, op %zu)\n",
-			    what, d, data[d], want[d], m->n, opno);
+		            "(stream of %zu bits, op %zu)\n",
+		            what, d, data[d], want[d], m->n, opno);
 	free(want);
 	CHECK(d == len, "%s: flushed bytes differ from the naive model", what);
 }
@@ -264,7 +134,7 @@ static void check_flushed(const uint8_t *data, size_t len, const bitvec *m,
 static uint64_t run_growable(const wop *ops, size_t nops)
 {
 	kvs_bitwriter w;
-	bitvec m = {0};
+	test_bitvec m = {0};
 	kvs_bw_init(&w);
 	for (size_t i = 0; i <= nops; i++) {
 		wop fl = {OP_FLUSH, 0, 0};
@@ -280,9 +150,9 @@ static uint64_t run_growable(const wop *ops, size_t nops)
 			st = kvs_bw_flush(&w, &data, &len);
 		naive_apply(&m, op);
 		CHECK_ST(st, KVS_OK,
-			 "growable writer, op %zu (kind %d, n %u, "
-			 "v 0x%llx)",
-			 i, op->kind, op->n, ULL(op->v));
+		         "growable writer, op %zu (kind %d, n %u, "
+		         "v 0x%llx)",
+		         i, op->kind, op->n, ULL(op->v));
 		CHECK(kvs_bw_bit_length(&w) == m.n,
 		      "op %zu: bit length %llu, "
 		      "expected %zu",
@@ -292,7 +162,7 @@ static uint64_t run_growable(const wop *ops, size_t nops)
 	}
 	uint64_t total = m.n;
 	kvs_bw_free(&w);
-	bv_free(&m);
+	test_bv_free(&m);
 	return total;
 }
 
@@ -314,7 +184,7 @@ static size_t run_region(const wop *ops, size_t nops, size_t cap)
 	memset(region, 0x5A, cap);
 
 	kvs_bitwriter w;
-	bitvec m = {0};
+	test_bitvec m = {0};
 	size_t rejected = 0;
 	kvs_bw_init_region(&w, region, cap);
 	CHECK(kvs_bw_bit_length(&w) == 0, "fresh region writer not empty");
@@ -355,9 +225,9 @@ static size_t run_region(const wop *ops, size_t nops, size_t cap)
 			continue;
 		}
 		CHECK_ST(st, KVS_OK,
-			 "region of %zu bytes, op %zu (kind %d, "
-			 "%llu bits, %zu accepted before)",
-			 cap, i, op->kind, ULL(add), m.n);
+		         "region of %zu bytes, op %zu (kind %d, "
+		         "%llu bits, %zu accepted before)",
+		         cap, i, op->kind, ULL(add), m.n);
 		naive_apply(&m, op);
 		CHECK(kvs_bw_bit_length(&w) == m.n,
 		      "region op %zu: bit length "
@@ -381,7 +251,7 @@ static size_t run_region(const wop *ops, size_t nops, size_t cap)
 		      "region (byte -%zu)",
 		      CANARY - i);
 	kvs_bw_free(&w); /* no-op for a region writer */
-	bv_free(&m);
+	test_bv_free(&m);
 	guarded_free(&g);
 	return rejected;
 }
@@ -428,9 +298,9 @@ static void test_writer_known_vectors(void **state)
 	assert_int_equal(kvs_bw_bit_length(&w), 0);
 	CHECK_ST(kvs_bw_put(&w, 0x5, 3), KVS_OK, "101");
 	CHECK_ST(kvs_bw_put(&w, 0xFFFFFFFFFFFFFFE0ull | 0x1F, 5), KVS_OK,
-		 "5 ones");
+	         "5 ones");
 	CHECK_ST(kvs_bw_put(&w, 0xFFFFFFFFFFFFFF00ull, 4), KVS_OK,
-		 "junk above nbits, low bits 0000");
+	         "junk above nbits, low bits 0000");
 	CHECK_ST(kvs_bw_put(&w, 1, 1), KVS_OK, "1");
 	CHECK_ST(kvs_bw_put(&w, 123, 0), KVS_OK, "0-bit put");
 	assert_int_equal(kvs_bw_bit_length(&w), 13);
@@ -453,7 +323,7 @@ static void test_writer_known_vectors(void **state)
 	CHECK_ST(kvs_bw_flush(&w, NULL, NULL), KVS_OK, "flush with NULLs");
 	CHECK_ST(kvs_bw_flush(&w, &d, &len), KVS_OK, "second flush");
 	static const uint8_t want[] = {0xBF, 0x08, 0x01, 0x23, 0x45, 0x67,
-				       0x89, 0xAB, 0xCD, 0xEF, 0x80};
+	                               0x89, 0xAB, 0xCD, 0xEF, 0x80};
 	assert_int_equal(len, sizeof want);
 	assert_memory_equal(d, want, sizeof want);
 	kvs_bw_free(&w);
@@ -481,8 +351,8 @@ static unsigned pick_put_width(test_rng *rng, int mode)
 	case 2:
 		return (unsigned)test_rng_below(rng, 9);
 	default: {
-		static const unsigned edge[] = {0,  1,	7,  8,	9,  31, 32,
-						33, 55, 56, 57, 63, 64};
+		static const unsigned edge[] = {0,  1,  7,  8,  9,  31, 32,
+		                                33, 55, 56, 57, 63, 64};
 		return edge[test_rng_below(rng, sizeof edge / sizeof edge[0])];
 	}
 	}
@@ -505,7 +375,7 @@ static uint64_t pick_value(test_rng *rng)
 static void test_writer_random(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(1);
+	test_rng rng = test_rng_for(g_seed, 1);
 	enum { MAXOPS = 300 };
 	wop ops[MAXOPS];
 	for (int iter = 0; iter < 1500; iter++) {
@@ -532,7 +402,7 @@ static void test_writer_random(void **state)
 static void test_writer_adversarial(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(2);
+	test_rng rng = test_rng_for(g_seed, 2);
 	enum { MAXOPS = 200 };
 	wop ops[MAXOPS];
 
@@ -541,14 +411,14 @@ static void test_writer_adversarial(void **state)
 		size_t nops = 150;
 		for (size_t i = 0; i < nops; i++)
 			ops[i] = (wop){OP_PUT, width,
-				       i % 3 == 0 ? ~(uint64_t)0
-						  : test_rng_next(&rng)};
+			               i % 3 == 0 ? ~(uint64_t)0
+			                          : test_rng_next(&rng)};
 		check_ops_all_writers(ops, nops, &rng);
 	}
 	/* A lead of 0..63 bits, then widths that straddle 64-bit words. */
 	static const unsigned pats[][4] = {
-	    {64, 64, 64, 64}, {63, 1, 63, 1},	{1, 64, 1, 64},
-	    {7, 57, 7, 57},   {57, 7, 57, 7},	{56, 8, 56, 8},
+	    {64, 64, 64, 64}, {63, 1, 63, 1},   {1, 64, 1, 64},
+	    {7, 57, 7, 57},   {57, 7, 57, 7},   {56, 8, 56, 8},
 	    {8, 56, 8, 56},   {33, 31, 32, 64}, {0, 64, 0, 63},
 	};
 	for (unsigned lead = 0; lead < 64; lead++) {
@@ -560,7 +430,7 @@ static void test_writer_adversarial(void **state)
 					ops[nops++] = (wop){
 					    OP_PUT, pats[p][j],
 					    rep & 1 ? ~(uint64_t)0
-						    : test_rng_next(&rng)};
+					            : test_rng_next(&rng)};
 			if (p % 2 == 0)
 				ops[nops++] = (wop){OP_FLUSH, 0, 0};
 			ops[nops++] = (wop){OP_PUT, 64, test_rng_next(&rng)};
@@ -573,7 +443,7 @@ static void test_writer_adversarial(void **state)
 static void test_writer_region_sizes(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(3);
+	test_rng rng = test_rng_for(g_seed, 3);
 	enum { MAXOPS = 64 };
 	wop ops[MAXOPS];
 	for (int iter = 0; iter < 60; iter++) {
@@ -611,7 +481,7 @@ static void test_writer_region_atomic(void **state)
 	CHECK_ST(kvs_bw_put(&w, 0x3F, 6), KVS_OK, "6 bits");
 	/* 66 bits cannot be held without storing 8 bytes: must fail now. */
 	CHECK_ST(kvs_bw_put(&w, 0x123456789ABCDEFull, 60), KVS_E_NOSPACE,
-		 "6 + 60 bits into 7 bytes");
+	         "6 + 60 bits into 7 bytes");
 	CHECK(kvs_bw_bit_length(&w) == 6, "length %llu after failed put",
 	      ULL(kvs_bw_bit_length(&w)));
 	CHECK_ST(kvs_bw_put(&w, 0, 64), KVS_E_NOSPACE, "6 + 64 bits");
@@ -636,8 +506,8 @@ static void test_writer_failed_flush_atomic(void **state)
 	static const struct {
 		size_t cap;
 		unsigned bits;
-	} cases[] = {{0, 1},  {0, 7},  {1, 9},	{7, 57},
-		     {7, 63}, {8, 65}, {9, 73}, {15, 121}};
+	} cases[] = {{0, 1},  {0, 7},  {1, 9},  {7, 57},
+	             {7, 63}, {8, 65}, {9, 73}, {15, 121}};
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
 		uint8_t region[24];
 		kvs_bitwriter w;
@@ -656,8 +526,8 @@ static void test_writer_failed_flush_atomic(void **state)
 		uint64_t before = kvs_bw_bit_length(&w);
 		if (st == KVS_OK) {
 			CHECK_ST(kvs_bw_flush(&w, &d, &len), KVS_E_NOSPACE,
-				 "flush of %u bits into %zu bytes",
-				 cases[c].bits, cases[c].cap);
+			         "flush of %u bits into %zu bytes",
+			         cases[c].bits, cases[c].cap);
 			CHECK(kvs_bw_bit_length(&w) == before,
 			      "failed flush "
 			      "of %llu bits into a %zu-byte region changed the "
@@ -665,8 +535,8 @@ static void test_writer_failed_flush_atomic(void **state)
 			      ULL(before), cases[c].cap,
 			      ULL(kvs_bw_bit_length(&w)));
 			CHECK_ST(kvs_bw_align(&w), KVS_E_NOSPACE,
-				 "align of %llu bits in %zu bytes", ULL(before),
-				 cases[c].cap);
+			         "align of %llu bits in %zu bytes", ULL(before),
+			         cases[c].cap);
 			CHECK(kvs_bw_bit_length(&w) == before,
 			      "failed align "
 			      "of %llu bits into a %zu-byte region changed the "
@@ -709,7 +579,7 @@ static unsigned pick_read_width(test_rng *rng, int mode)
  * that follows (smaller) must succeed. Ends with reads past the end.
  */
 static void read_all_check(const uint8_t *base, uint64_t start, uint64_t len,
-			   test_rng *rng, int mode)
+                           test_rng *rng, int mode)
 {
 	kvs_bitreader r;
 	kvs_br_init(&r, base, start, len);
@@ -726,9 +596,9 @@ static void read_all_check(const uint8_t *base, uint64_t start, uint64_t len,
 		if (n > len - pos) {
 			kvs_status st = kvs_br_read(&r, n, &v);
 			CHECK_ST(st, KVS_E_TRUNCATED,
-				 "read(%u) with %llu bits "
-				 "left (start %llu, len %llu)",
-				 n, ULL(len - pos), ULL(start), ULL(len));
+			         "read(%u) with %llu bits "
+			         "left (start %llu, len %llu)",
+			         n, ULL(len - pos), ULL(start), ULL(len));
 			CHECK(kvs_br_position(&r) == pos,
 			      "failed read(%u) "
 			      "moved position %llu -> %llu (start %llu, len "
@@ -741,7 +611,7 @@ static void read_all_check(const uint8_t *base, uint64_t start, uint64_t len,
 		}
 		kvs_status st = kvs_br_read(&r, n, &v);
 		CHECK_ST(st, KVS_OK, "read(%u) at %llu of %llu (start %llu)", n,
-			 ULL(pos), ULL(len), ULL(start));
+		         ULL(pos), ULL(len), ULL(start));
 		uint64_t want = naive_read(base, start + pos, n);
 		CHECK(v == want,
 		      "read(%u) at bit %llu (start %llu, len %llu): "
@@ -761,10 +631,10 @@ static void read_all_check(const uint8_t *base, uint64_t start, uint64_t len,
 	for (size_t i = 0; i < sizeof past / sizeof past[0]; i++) {
 		uint64_t v;
 		CHECK_ST(kvs_br_read(&r, past[i], &v), KVS_E_TRUNCATED,
-			 "read(%u) at the end (start %llu, len %llu)", past[i],
-			 ULL(start), ULL(len));
+		         "read(%u) at the end (start %llu, len %llu)", past[i],
+		         ULL(start), ULL(len));
 		CHECK(kvs_br_position(&r) == len, "read past end moved the "
-						  "position");
+		                                  "position");
 	}
 	uint64_t v = 77;
 	CHECK_ST(kvs_br_read(&r, 0, &v), KVS_OK, "read(0) at the end");
@@ -778,7 +648,7 @@ static void read_all_check(const uint8_t *base, uint64_t start, uint64_t len,
  * against the model; a failed skip/seek leaves the position unchanged.
  */
 static void skip_seek_check(const uint8_t *base, uint64_t start, uint64_t len,
-			    test_rng *rng, unsigned nops)
+                            test_rng *rng, unsigned nops)
 {
 	kvs_bitreader r;
 	kvs_br_init(&r, base, start, len);
@@ -808,10 +678,10 @@ static void skip_seek_check(const uint8_t *base, uint64_t start, uint64_t len,
 			st = kvs_br_skip(&r, n);
 			if (n <= len - pos) {
 				CHECK_ST(st, KVS_OK,
-					 "skip(%llu) at %llu of "
-					 "%llu (start %llu)",
-					 ULL(n), ULL(pos), ULL(len),
-					 ULL(start));
+				         "skip(%llu) at %llu of "
+				         "%llu (start %llu)",
+				         ULL(n), ULL(pos), ULL(len),
+				         ULL(start));
 				pos += n;
 			} else {
 				CHECK(st != KVS_OK,
@@ -841,9 +711,9 @@ static void skip_seek_check(const uint8_t *base, uint64_t start, uint64_t len,
 			st = kvs_br_seek(&r, to);
 			if (to <= len) {
 				CHECK_ST(st, KVS_OK,
-					 "seek(%llu) (len %llu, "
-					 "start %llu)",
-					 ULL(to), ULL(len), ULL(start));
+				         "seek(%llu) (len %llu, "
+				         "start %llu)",
+				         ULL(to), ULL(len), ULL(start));
 				pos = to;
 			} else {
 				CHECK(st != KVS_OK,
@@ -857,9 +727,9 @@ static void skip_seek_check(const uint8_t *base, uint64_t start, uint64_t len,
 			st = kvs_br_read(&r, n, &v);
 			if (n <= len - pos) {
 				CHECK_ST(st, KVS_OK,
-					 "read(%u) at %llu of %llu "
-					 "(start %llu) after skip/seek",
-					 n, ULL(pos), ULL(len), ULL(start));
+				         "read(%u) at %llu of %llu "
+				         "(start %llu) after skip/seek",
+				         n, ULL(pos), ULL(len), ULL(start));
 				uint64_t want =
 				    naive_read(base, start + pos, n);
 				CHECK(v == want,
@@ -871,9 +741,9 @@ static void skip_seek_check(const uint8_t *base, uint64_t start, uint64_t len,
 				pos += n;
 			} else {
 				CHECK_ST(st, KVS_E_TRUNCATED,
-					 "read(%u) with "
-					 "%llu left",
-					 n, ULL(len - pos));
+				         "read(%u) with "
+				         "%llu left",
+				         n, ULL(len - pos));
 			}
 		}
 		CHECK(kvs_br_position(&r) == pos,
@@ -888,18 +758,18 @@ static void skip_seek_check(const uint8_t *base, uint64_t start, uint64_t len,
 	}
 }
 
-static const uint64_t k_starts[] = {0, 1,  2,  3,  4,  5,  6,	7,    8,
-				    9, 15, 16, 63, 64, 65, 127, 1001, 4099};
+static const uint64_t k_starts[] = {0, 1,  2,  3,  4,  5,  6,   7,    8,
+                                    9, 15, 16, 63, 64, 65, 127, 1001, 4099};
 #define NSTARTS (sizeof k_starts / sizeof k_starts[0])
 
 static const uint64_t k_long_lens[] = {255, 256, 257, 447,  448,      449,
-				       511, 512, 513, 1000, 4096 + 3, 20000};
+                                       511, 512, 513, 1000, 4096 + 3, 20000};
 #define NLONG (sizeof k_long_lens / sizeof k_long_lens[0])
 
 static void test_reader_vs_naive(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(4);
+	test_rng rng = test_rng_for(g_seed, 4);
 	size_t bufsz = (4099 + 20000) / 8 + 16;
 	uint8_t *buf = malloc(bufsz);
 	assert_non_null(buf);
@@ -921,7 +791,7 @@ static void test_reader_vs_naive(void **state)
 static void test_reader_every_split(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(5);
+	test_rng rng = test_rng_for(g_seed, 5);
 	uint8_t buf[64];
 	fill_random(&rng, buf, sizeof buf);
 	for (uint64_t start = 0; start < 8; start++) {
@@ -932,14 +802,14 @@ static void test_reader_every_split(void **state)
 				kvs_br_init(&r, buf, start, len);
 				uint64_t x, y, z;
 				CHECK_ST(kvs_br_read(&r, a, &x), KVS_OK, "a=%u",
-					 a);
+				         a);
 				CHECK_ST(kvs_br_read(&r, b, &y), KVS_OK, "b=%u",
-					 b);
+				         b);
 				CHECK_ST(kvs_br_read(&r, 64, &z), KVS_OK, "64");
 				CHECK(
 				    x == naive_read(buf, start, a) &&
-					y == naive_read(buf, start + a, b) &&
-					z == naive_read(buf, start + a + b, 64),
+				        y == naive_read(buf, start + a, b) &&
+				        z == naive_read(buf, start + a + b, 64),
 				    "start %llu, reads %u, %u, 64: wrong bits",
 				    ULL(start), a, b);
 			}
@@ -951,7 +821,7 @@ static void test_reader_every_split(void **state)
 static void test_roundtrip(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(6);
+	test_rng rng = test_rng_for(g_seed, 6);
 	enum { N = 100000 };
 	unsigned *wid = malloc(N * sizeof *wid);
 	uint64_t *val = malloc(N * sizeof *val);
@@ -974,8 +844,8 @@ static void test_roundtrip(void **state)
 	for (size_t i = 0; i < N; i++) {
 		uint64_t v;
 		uint64_t want = wid[i] == 64
-				    ? val[i]
-				    : val[i] & (((uint64_t)1 << wid[i]) - 1);
+		                    ? val[i]
+		                    : val[i] & (((uint64_t)1 << wid[i]) - 1);
 		CHECK_ST(kvs_br_read(&r, wid[i], &v), KVS_OK, "read %zu", i);
 		CHECK(v == want,
 		      "item %zu (%u bits): got 0x%llx, expected "
@@ -999,12 +869,12 @@ static void test_roundtrip(void **state)
 static void test_reader_guard_end(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(7);
+	test_rng rng = test_rng_for(g_seed, 7);
 	static const uint64_t starts[] = {0, 1, 2, 3,  4,  5,
-					  6, 7, 8, 13, 64, 71};
-	static const uint64_t extra[] = {440,  447,  448,  449,	 455,	456,
-					 457,  504,  511,  512,	 513,	1019,
-					 1024, 1031, 4096, 4101, 30000, 30007};
+	                                  6, 7, 8, 13, 64, 71};
+	static const uint64_t extra[] = {440,  447,  448,  449,  455,   456,
+	                                 457,  504,  511,  512,  513,   1019,
+	                                 1024, 1031, 4096, 4101, 30000, 30007};
 	size_t cap = (71 + 30007) / 8 + 2;
 	guarded g = {0};
 	assert_int_equal(guarded_alloc(&g, cap), 0);
@@ -1032,13 +902,13 @@ static void test_reader_guard_end(void **state)
 				CHECK_ST(kvs_br_seek(&r, at), KVS_OK, "seek");
 				if (back < 64)
 					CHECK_ST(kvs_br_read(&r, n + 1, &v),
-						 KVS_E_TRUNCATED,
-						 "read(%u) "
-						 "with %llu left",
-						 n + 1, ULL(back));
+					         KVS_E_TRUNCATED,
+					         "read(%u) "
+					         "with %llu left",
+					         n + 1, ULL(back));
 				CHECK_ST(kvs_br_read(&r, n, &v), KVS_OK,
-					 "read(%u) with %llu left", n,
-					 ULL(back));
+				         "read(%u) with %llu left", n,
+				         ULL(back));
 				CHECK(v == naive_read(base, start + at, n),
 				      "read(%u) at %llu (start %llu, len "
 				      "%llu): wrong value",
@@ -1054,12 +924,12 @@ static void test_reader_guard_end(void **state)
 static void test_reader_guard_start(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(8);
+	test_rng rng = test_rng_for(g_seed, 8);
 	static const uint64_t starts[] = {0, 1, 2, 3,  4,  5,  6,
-					  7, 8, 9, 15, 64, 67, 1003};
+	                                  7, 8, 9, 15, 64, 67, 1003};
 	size_t cap = 4200;
-	front_guarded g;
-	front_guarded_alloc(&g, cap);
+	guarded g = {0};
+	assert_int_equal(guarded_alloc_front(&g, cap), 0);
 	fill_random(&rng, g.data, cap);
 	for (size_t si = 0; si < sizeof starts / sizeof starts[0]; si++) {
 		uint64_t start = starts[si];
@@ -1072,7 +942,7 @@ static void test_reader_guard_start(void **state)
 		}
 		read_all_check(base, start, 8 * 4000 - start % 8, &rng, 0);
 	}
-	front_guarded_free(&g);
+	guarded_free(&g);
 }
 
 /* ---- byte order helpers ------------------------------------------------ */
@@ -1097,15 +967,8 @@ static void test_byte_order(void **state)
 
 int main(void)
 {
-	const char *s = getenv("KVSEG_TEST_SEED");
-	if (s != NULL && *s != '\0')
-		g_seed = strtoull(s, NULL, 0);
-	printf("test_bits: seed 0x%llx (set KVSEG_TEST_SEED to change)\n",
-	       ULL(g_seed));
-	fflush(stdout);
-	const char *filter = getenv("KVSEG_TEST_FILTER"); /* e.g. "*guard*" */
-	if (filter != NULL && *filter != '\0')
-		cmocka_set_test_filter(filter);
+	g_seed = test_seed_from_env("test_bits", g_seed);
+	test_filter_from_env();
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_byte_order),
 	    cmocka_unit_test(test_writer_known_vectors),

@@ -42,124 +42,22 @@
 #include "kvseg/codes.h"
 #include "testutil.h"
 
-/* ---- reporting ---------------------------------------------------------- */
-
+/* The PRNG seed; test_rng_for(g_seed, tag) gives each test its stream. */
 static uint64_t g_seed = 0x6b7673636f646573ull;
 
-static test_rng rng_for(uint64_t tag)
-{
-	test_rng r = {g_seed ^ (tag * 0x9E3779B97F4A7C15ull)};
-	return r;
-}
-
-static const char *st_name(kvs_status s)
-{
-	switch (s) {
-	case KVS_OK:
-		return "KVS_OK";
-	case KVS_E_TRUNCATED:
-		return "KVS_E_TRUNCATED";
-	case KVS_E_OVERLONG:
-		return "KVS_E_OVERLONG";
-	case KVS_E_OVERFLOW:
-		return "KVS_E_OVERFLOW";
-	case KVS_E_RANGE:
-		return "KVS_E_RANGE";
-	case KVS_E_NOSPACE:
-		return "KVS_E_NOSPACE";
-	case KVS_E_NOMEM:
-		return "KVS_E_NOMEM";
-	case KVS_E_CORRUPT:
-		return "KVS_E_CORRUPT";
-	case KVS_E_ORDER:
-		return "KVS_E_ORDER";
-	case KVS_E_INVAL:
-		return "KVS_E_INVAL";
-	}
-	return "(unknown status)";
-}
-
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			print_error("%s:%d: check failed: %s\n    ", __FILE__, \
-				    __LINE__, #cond);                          \
-			print_error(__VA_ARGS__);                              \
-			print_error("\n");                                     \
-			fail();                                                \
-		}                                                              \
-	} while (0)
-
-#define CHECK_ST(got, want, ...)                                               \
-	do {                                                                   \
-		kvs_status got_ = (got), want_ = (want);                       \
-		if (got_ != want_) {                                           \
-			print_error("%s:%d: got %s, expected %s\n    ",        \
-				    __FILE__, __LINE__, st_name(got_),         \
-				    st_name(want_));                           \
-			print_error(__VA_ARGS__);                              \
-			print_error("\n");                                     \
-			fail();                                                \
-		}                                                              \
-	} while (0)
-
-#define ULL(x) ((unsigned long long)(x))
-#define MAXQ   KVS_GOLOMB_MAX_QUOTIENT
-#define U64MAX (~(uint64_t)0)
-#define P2(j)  ((uint64_t)1 << (j))
+#define MAXQ  KVS_GOLOMB_MAX_QUOTIENT
+#define P2(j) ((uint64_t)1 << (j))
 
 /* ---- bit arrays --------------------------------------------------------- */
 
-static int bit_at(const uint8_t *p, uint64_t i)
-{
-	return (p[i >> 3] >> (7 - (i & 7))) & 1;
-}
-
-static void bit_set(uint8_t *p, uint64_t i, int b)
-{
-	uint8_t m = (uint8_t)(0x80u >> (i & 7));
-	if (b)
-		p[i >> 3] |= m;
-	else
-		p[i >> 3] &= (uint8_t)~m;
-}
-
-typedef struct bitvec {
-	uint8_t *bit; /* one byte per bit */
-	size_t n, cap;
-} bitvec;
-
-static void bv_push(bitvec *v, int b)
-{
-	if (v->n == v->cap) {
-		v->cap = v->cap ? 2 * v->cap : 1024;
-		v->bit = realloc(v->bit, v->cap);
-		assert_non_null(v->bit);
-	}
-	v->bit[v->n++] = (uint8_t)(b != 0);
-}
-
-static void bv_put(bitvec *v, uint64_t x, unsigned n)
-{
-	for (unsigned i = n; i-- > 0;)
-		bv_push(v, (int)((x >> i) & 1));
-}
-
-static void bv_zeros(bitvec *v, uint64_t n)
+static void bv_zeros(test_bitvec *v, uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++)
-		bv_push(v, 0);
-}
-
-static void bv_free(bitvec *v)
-{
-	free(v->bit);
-	v->bit = NULL;
-	v->n = v->cap = 0;
+		test_bv_push(v, 0);
 }
 
 /* n (0..64) bits of a bit array from pos, first most significant. */
-static uint64_t bv_read(const bitvec *v, size_t pos, unsigned n)
+static uint64_t bv_read(const test_bitvec *v, size_t pos, unsigned n)
 {
 	uint64_t x = 0;
 	for (unsigned i = 0; i < n; i++)
@@ -167,11 +65,11 @@ static uint64_t bv_read(const bitvec *v, size_t pos, unsigned n)
 	return x;
 }
 
-static size_t bv_first_diff_bytes(const bitvec *v, const uint8_t *bytes,
-				  size_t nbits)
+static size_t bv_first_diff_bytes(const test_bitvec *v, const uint8_t *bytes,
+                                  size_t nbits)
 {
 	for (size_t i = 0; i < nbits; i++)
-		if (v->bit[i] != bit_at(bytes, i))
+		if (v->bit[i] != test_msb_bit_at(bytes, i))
 			return i;
 	return nbits;
 }
@@ -188,7 +86,7 @@ static unsigned naive_bitlen(uint64_t x)
 /* ---- naive encoders (straight from codes.h) ----------------------------- */
 
 /* EGk(v): w = v + 2^k (65 bits), z = bitlength(w) - k - 1 zeros, then w. */
-static void naive_eg(bitvec *out, uint64_t v, unsigned k)
+static void naive_eg(test_bitvec *out, uint64_t v, unsigned k)
 {
 	uint64_t lo = v + P2(k);
 	int carry = lo < v; /* w = 2^64 + lo */
@@ -196,10 +94,10 @@ static void naive_eg(bitvec *out, uint64_t v, unsigned k)
 	unsigned z = bl - k - 1;
 	bv_zeros(out, z);
 	if (carry) {
-		bv_push(out, 1);
-		bv_put(out, lo, 64);
+		test_bv_push(out, 1);
+		test_bv_put(out, lo, 64);
 	} else {
-		bv_put(out, lo, bl);
+		test_bv_put(out, lo, bl);
 	}
 }
 
@@ -220,35 +118,35 @@ static uint64_t naive_golomb_u(uint64_t m)
 }
 
 /* Golomb(v; m). Returns 0 (and writes nothing) if q > MAXQ. */
-static int naive_golomb(bitvec *out, uint64_t v, uint64_t m)
+static int naive_golomb(test_bitvec *out, uint64_t v, uint64_t m)
 {
 	uint64_t q = v / m, r = v % m;
 	if (q > MAXQ)
 		return 0;
 	bv_zeros(out, q);
-	bv_push(out, 1);
+	test_bv_push(out, 1);
 	unsigned b = naive_golomb_b(m);
 	uint64_t u = naive_golomb_u(m);
 	if (b == 0)
 		return 1;
 	if (r < u)
-		bv_put(out, r, b - 1);
+		test_bv_put(out, r, b - 1);
 	else
-		bv_put(out, r + u, b);
+		test_bv_put(out, r + u, b);
 	return 1;
 }
 
 /* r (< m) in truncated binary for modulus m. */
-static void naive_trunc_bin(bitvec *out, uint64_t r, uint64_t m)
+static void naive_trunc_bin(test_bitvec *out, uint64_t r, uint64_t m)
 {
 	unsigned b = naive_golomb_b(m);
 	uint64_t u = naive_golomb_u(m);
 	if (b == 0)
 		return;
 	if (r < u)
-		bv_put(out, r, b - 1);
+		test_bv_put(out, r, b - 1);
 	else
-		bv_put(out, r + u, b);
+		test_bv_put(out, r + u, b);
 }
 
 /* ---- naive decoders ------------------------------------------------------ */
@@ -271,7 +169,7 @@ static nres nres_st(kvs_status st, kvs_status alt)
 }
 
 /* Zeros from pos before the first one or end (memchr: bits are bytes). */
-static size_t zero_run(const bitvec *b, size_t pos, size_t end)
+static size_t zero_run(const test_bitvec *b, size_t pos, size_t end)
 {
 	if (pos >= end)
 		return 0;
@@ -280,8 +178,8 @@ static size_t zero_run(const bitvec *b, size_t pos, size_t end)
 }
 
 /* n (<= 64) bits at pos of which only `have` exist: missing bits as 0. */
-static uint64_t read_padded(const bitvec *b, size_t pos, unsigned n,
-			    size_t have)
+static uint64_t read_padded(const test_bitvec *b, size_t pos, unsigned n,
+                            size_t have)
 {
 	uint64_t x = 0;
 	for (unsigned i = 0; i < n; i++)
@@ -289,13 +187,14 @@ static uint64_t read_padded(const bitvec *b, size_t pos, unsigned n,
 	return x;
 }
 
-static nres naive_get_eg(const bitvec *b, size_t pos, size_t end, unsigned k)
+static nres naive_get_eg(const test_bitvec *b, size_t pos, size_t end,
+                         unsigned k)
 {
 	size_t limit = 64 - k;
 	size_t z = zero_run(b, pos, end);
 	if (pos + z == end) /* no terminating one before the end */
 		return z > limit ? nres_st(KVS_E_OVERLONG, KVS_E_TRUNCATED)
-				 : nres_st(KVS_E_TRUNCATED, KVS_E_TRUNCATED);
+		                 : nres_st(KVS_E_TRUNCATED, KVS_E_TRUNCATED);
 	if (z > limit)
 		return nres_st(KVS_E_OVERLONG, KVS_E_OVERLONG);
 	size_t need = z + k; /* bits of w after its leading one, <= 64 */
@@ -329,8 +228,8 @@ static int overflows(uint64_t q, uint64_t m, uint64_t r)
 	return p > U64MAX - r;
 }
 
-static nres naive_get_golomb(const bitvec *b, size_t pos, size_t end,
-			     uint64_t m)
+static nres naive_get_golomb(const test_bitvec *b, size_t pos, size_t end,
+                             uint64_t m)
 {
 	unsigned bb = naive_golomb_b(m);
 	uint64_t u = naive_golomb_u(m);
@@ -401,11 +300,11 @@ static void item_desc(const item *it, char *buf, size_t n)
 		break;
 	case C_GOLOMB:
 		snprintf(buf, n, "Golomb(0x%llx; m=0x%llx)", ULL(it->v),
-			 ULL(it->m));
+		         ULL(it->m));
 		break;
 	default:
 		snprintf(buf, n, "%s%u(0x%llx)", kind_name(it->kind), it->k,
-			 ULL(it->v));
+		         ULL(it->v));
 		break;
 	}
 }
@@ -448,7 +347,7 @@ static uint64_t item_value(const item *it)
 }
 
 /* Naive code bits; 0 if the item cannot be encoded. */
-static int naive_enc(bitvec *out, const item *it)
+static int naive_enc(test_bitvec *out, const item *it)
 {
 	switch (it->kind) {
 	case C_EG:
@@ -457,7 +356,7 @@ static int naive_enc(bitvec *out, const item *it)
 	case C_GOLOMB:
 		return naive_golomb(out, it->v, it->m);
 	default:
-		bv_put(out, item_value(it), it->k);
+		test_bv_put(out, item_value(it), it->k);
 		return 1;
 	}
 }
@@ -490,7 +389,8 @@ static kvs_status lib_dec(kvs_bitreader *r, const item *it, uint64_t *out)
 	}
 }
 
-static nres naive_dec(const bitvec *b, size_t pos, size_t end, const item *it)
+static nres naive_dec(const test_bitvec *b, size_t pos, size_t end,
+                      const item *it)
 {
 	if (it->kind == C_EG)
 		return naive_get_eg(b, pos, end, it->k);
@@ -528,8 +428,8 @@ static void arena_free(arena *a)
  * last byte ceil((s + n) / 8) - 1 sits against the guard page. The other
  * bits of the first and last byte are random. Returns the base pointer.
  */
-static const uint8_t *place(arena *a, test_rng *rng, const bitvec *bits,
-			    size_t from, size_t n, unsigned s)
+static const uint8_t *place(arena *a, test_rng *rng, const test_bitvec *bits,
+                            size_t from, size_t n, unsigned s)
 {
 	size_t nbytes = (s + n + 7) / 8;
 	CHECK(nbytes <= a->cap, "arena of %zu bytes too small for %zu", a->cap,
@@ -540,7 +440,7 @@ static const uint8_t *place(arena *a, test_rng *rng, const bitvec *bits,
 		base[nbytes - 1] = (uint8_t)test_rng_next(rng);
 	}
 	for (size_t i = 0; i < n; i++)
-		bit_set(base, s + i, bits->bit[from + i]);
+		test_msb_bit_set(base, s + i, bits->bit[from + i]);
 	return base;
 }
 
@@ -551,7 +451,7 @@ static const uint8_t *place(arena *a, test_rng *rng, const bitvec *bits,
  * the bits after the payload in its last byte are the code's own
  * continuation: a decoder that looked past the end would see a valid code.
  */
-static uint8_t *pack_at(const bitvec *bits, unsigned s, test_rng *rng)
+static uint8_t *pack_at(const test_bitvec *bits, unsigned s, test_rng *rng)
 {
 	size_t nbytes = (s + bits->n + 7) / 8 + 1;
 	uint8_t *p = malloc(nbytes);
@@ -559,12 +459,12 @@ static uint8_t *pack_at(const bitvec *bits, unsigned s, test_rng *rng)
 	for (size_t i = 0; i < nbytes; i++)
 		p[i] = (uint8_t)test_rng_next(rng);
 	for (size_t i = 0; i < bits->n; i++)
-		bit_set(p, s + i, bits->bit[i]);
+		test_msb_bit_set(p, s + i, bits->bit[i]);
 	return p;
 }
 
 static const uint8_t *place_prefix(arena *a, const uint8_t *packed, unsigned s,
-				   size_t t)
+                                   size_t t)
 {
 	size_t nbytes = (s + t + 7) / 8;
 	CHECK(nbytes <= a->cap, "arena too small");
@@ -579,9 +479,9 @@ static const uint8_t *place_prefix(arena *a, const uint8_t *packed, unsigned s,
  * payload, which is bits[from, from + plen)). On error, checks that the
  * position did not move. Returns the naive answer.
  */
-static nres check_dec(kvs_bitreader *r, const bitvec *bits, size_t from,
-		      size_t plen, size_t pos, const item *it,
-		      const char *where)
+static nres check_dec(kvs_bitreader *r, const test_bitvec *bits, size_t from,
+                      size_t plen, size_t pos, const item *it,
+                      const char *where)
 {
 	char d[96];
 	nres want = naive_dec(bits, from + pos, from + plen, it);
@@ -592,11 +492,11 @@ static nres check_dec(kvs_bitreader *r, const bitvec *bits, size_t from,
 	if (st != want.st && st != want.alt) {
 		item_desc(it, d, sizeof d);
 		print_error("%s: decoding %s-code at bit %zu of a %zu-bit "
-			    "payload: got %s, expected %s",
-			    where, kind_name(it->kind), pos, plen, st_name(st),
-			    st_name(want.st));
+		            "payload: got %s, expected %s",
+		            where, kind_name(it->kind), pos, plen,
+		            test_status_name(st), test_status_name(want.st));
 		if (want.alt != want.st)
-			print_error(" or %s", st_name(want.alt));
+			print_error(" or %s", test_status_name(want.alt));
 		print_error(" (decoder parameters of %s)\n", d);
 		fail();
 	}
@@ -614,7 +514,8 @@ static nres check_dec(kvs_bitreader *r, const bitvec *bits, size_t from,
 		CHECK(kvs_br_position(r) == pos,
 		      "%s: failed decode (%s) "
 		      "moved the position %zu -> %llu",
-		      where, st_name(st), pos, ULL(kvs_br_position(r)));
+		      where, test_status_name(st), pos,
+		      ULL(kvs_br_position(r)));
 		CHECK(kvs_br_remaining(r) == plen - pos,
 		      "%s: failed decode "
 		      "changed remaining",
@@ -624,8 +525,8 @@ static nres check_dec(kvs_bitreader *r, const bitvec *bits, size_t from,
 }
 
 /* Raw reads of n bits (chunks <= 64) checked against the bit array. */
-static void check_raw(kvs_bitreader *r, const bitvec *bits, size_t at, size_t n,
-		      test_rng *rng, const char *where)
+static void check_raw(kvs_bitreader *r, const test_bitvec *bits, size_t at,
+                      size_t n, test_rng *rng, const char *where)
 {
 	while (n > 0) {
 		unsigned c = 1 + (unsigned)test_rng_below(rng, 64);
@@ -634,7 +535,7 @@ static void check_raw(kvs_bitreader *r, const bitvec *bits, size_t at, size_t n,
 		uint64_t v = 0;
 		kvs_status st = kvs_br_read(r, c, &v);
 		CHECK_ST(st, KVS_OK, "%s: raw read(%u) at bit %zu", where, c,
-			 at);
+		         at);
 		uint64_t want = bv_read(bits, at, c);
 		CHECK(v == want,
 		      "%s: raw read(%u) at bit %zu: got 0x%llx, "
@@ -683,9 +584,9 @@ static size_t eg_values(uint64_t *out, unsigned k)
 }
 
 static const uint64_t golomb_ms[] = {
-    1,		2,	    3,		4,	5,
-    7,		8,	    100,	1000,	0xFFFFFFFFull,
-    P2(32),	P2(32) + 1, P2(48) + 1, P2(63), P2(63) + 1,
+    1,          2,          3,          4,      5,
+    7,          8,          100,        1000,   0xFFFFFFFFull,
+    P2(32),     P2(32) + 1, P2(48) + 1, P2(63), P2(63) + 1,
     U64MAX - 1, U64MAX,
 };
 #define NGM (sizeof golomb_ms / sizeof golomb_ms[0])
@@ -696,14 +597,14 @@ static size_t golomb_values(uint64_t *out, uint64_t m)
 {
 	size_t n = boundary_values(out);
 	uint64_t u = naive_golomb_u(m);
-	static const uint64_t qs[] = {0,  1,	    2,	  3,	    63,	     64,
-				      65, MAXQ - 1, MAXQ, MAXQ + 1, MAXQ + 2};
+	static const uint64_t qs[] = {0,  1,        2,    3,        63,      64,
+	                              65, MAXQ - 1, MAXQ, MAXQ + 1, MAXQ + 2};
 	for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++) {
 		uint64_t base;
 		if (__builtin_mul_overflow(qs[i], m, &base))
 			continue;
-		const uint64_t offs[] = {0,	1,     u ? u - 1 : 0, u,
-					 u + 1, m - 2, m - 1};
+		const uint64_t offs[] = {0,     1,     u ? u - 1 : 0, u,
+		                         u + 1, m - 2, m - 1};
 		for (size_t j = 0; j < sizeof offs / sizeof offs[0]; j++)
 			if (offs[j] < m && base <= U64MAX - offs[j])
 				out[n++] = base + offs[j];
@@ -759,7 +660,7 @@ static uint64_t rand_golomb_value(test_rng *rng, uint64_t m)
 		q = qmax;
 	uint64_t lim = U64MAX - q * m; /* r <= lim */
 	uint64_t r = lim >= m - 1 ? test_rng_below(rng, m)
-				  : test_rng_below(rng, lim + 1);
+	                          : test_rng_below(rng, lim + 1);
 	if (test_rng_below(rng, 4) == 0) /* near the cut-off */
 		r = naive_golomb_u(m) - 1 + test_rng_below(rng, 3);
 	if (r >= m || r > lim)
@@ -772,11 +673,11 @@ static item rand_item(test_rng *rng)
 	switch (test_rng_below(rng, C_NKINDS)) {
 	case C_EG: {
 		unsigned k = test_rng_below(rng, 2)
-				 ? (unsigned)test_rng_below(rng, 4)
-				 : (unsigned)test_rng_below(rng, 64);
+		                 ? (unsigned)test_rng_below(rng, 4)
+		                 : (unsigned)test_rng_below(rng, 64);
 		uint64_t v = test_rng_below(rng, 8)
-				 ? test_rng_wide(rng)
-				 : U64MAX - test_rng_below(rng, 3);
+		                 ? test_rng_wide(rng)
+		                 : U64MAX - test_rng_below(rng, 3);
 		return mk_eg(v, k);
 	}
 	case C_GOLOMB: {
@@ -792,7 +693,7 @@ static item rand_item(test_rng *rng)
 	}
 	default:
 		return mk_fixed(test_rng_next(rng),
-				(unsigned)test_rng_below(rng, 65), 1);
+		                (unsigned)test_rng_below(rng, 65), 1);
 	}
 }
 
@@ -804,7 +705,7 @@ static item rand_item(test_rng *rng)
  * lead of `lead` bits and compares every bit with the naive code, and the
  * length functions with the naive length.
  */
-static void check_encode(const item *it, unsigned lead, const bitvec *code)
+static void check_encode(const item *it, unsigned lead, const test_bitvec *code)
 {
 	char d[96];
 	kvs_bitwriter w;
@@ -822,17 +723,17 @@ static void check_encode(const item *it, unsigned lead, const bitvec *code)
 	size_t len;
 	CHECK_ST(kvs_bw_flush(&w, &data, &len), KVS_OK, "flush");
 	for (size_t i = 0; i < code->n; i++) {
-		int got = bit_at(data, lead + i);
+		int got = test_msb_bit_at(data, lead + i);
 		if (got != code->bit[i]) {
 			print_error("encoding %s: bit %zu of the code is %d, "
-				    "expected %d (code of %zu bits)\n",
-				    d, i, got, code->bit[i], code->n);
+			            "expected %d (code of %zu bits)\n",
+			            d, i, got, code->bit[i], code->n);
 			fail();
 		}
 	}
 	for (size_t i = 0; i < lead; i++)
-		CHECK(bit_at(data, i) == 0, "encoding %s disturbed the lead",
-		      d);
+		CHECK(test_msb_bit_at(data, i) == 0,
+		      "encoding %s disturbed the lead", d);
 	kvs_bw_free(&w);
 	if (it->kind == C_EG)
 		CHECK(kvs_eg_length(it->v, it->k) == code->n,
@@ -855,9 +756,9 @@ static void check_encode(const item *it, unsigned lead, const bitvec *code)
  * followed by raw reads of the t bits that are there.
  */
 static void check_item_full(const item *it, arena *a, test_rng *rng,
-			    int all_offsets)
+                            int all_offsets)
 {
-	bitvec code = {0};
+	test_bitvec code = {0};
 	CHECK(naive_enc(&code, it), "item not encodable");
 	check_encode(it, (unsigned)test_rng_below(rng, 64), &code);
 	size_t L = code.n;
@@ -867,18 +768,19 @@ static void check_item_full(const item *it, arena *a, test_rng *rng,
 		if (!all_offsets && s != 0 && s != s_rand)
 			continue;
 		for (int tail = 0; tail < 2; tail++) {
-			bitvec b = {0};
+			test_bitvec b = {0};
 			for (size_t i = 0; i < L; i++)
-				bv_push(&b, code.bit[i]);
+				test_bv_push(&b, code.bit[i]);
 			if (tail)
 				for (int i = 0; i < 64; i++)
-					bv_push(&b, !code.bit[(size_t)i % L]);
+					test_bv_push(&b,
+					             !code.bit[(size_t)i % L]);
 			const uint8_t *base = place(a, rng, &b, 0, b.n, s);
 			kvs_bitreader r;
 			kvs_br_init(&r, base, s, b.n);
 			check_dec(&r, &b, 0, b.n, 0, it, "whole code");
 			check_raw(&r, &b, L, b.n - L, rng, "after code");
-			bv_free(&b);
+			test_bv_free(&b);
 		}
 	}
 	/* Truncated at every bit (sampled in the middle of long codes). */
@@ -899,9 +801,9 @@ static void check_item_full(const item *it, arena *a, test_rng *rng,
 		if (st != KVS_E_TRUNCATED) {
 			item_desc(it, d, sizeof d);
 			print_error("%s (%zu bits) cut to its first %zu bits "
-				    "(start bit %u): got %s, expected "
-				    "KVS_E_TRUNCATED\n",
-				    d, L, t, s, st_name(st));
+			            "(start bit %u): got %s, expected "
+			            "KVS_E_TRUNCATED\n",
+			            d, L, t, s, test_status_name(st));
 			fail();
 		}
 		CHECK(kvs_br_position(&r) == 0 && kvs_br_remaining(&r) == t,
@@ -916,7 +818,7 @@ static void check_item_full(const item *it, arena *a, test_rng *rng,
 	}
 	for (unsigned s = 0; s < 8; s++)
 		free(packed[s]);
-	bv_free(&code);
+	test_bv_free(&code);
 }
 
 /* ---- EG tests --------------------------------------------------------------
@@ -924,19 +826,19 @@ static void check_item_full(const item *it, arena *a, test_rng *rng,
 
 static void expect_code(const item *it, const char *bits)
 {
-	bitvec want = {0};
+	test_bitvec want = {0};
 	for (const char *p = bits; *p; p++)
 		if (*p == '0' || *p == '1')
-			bv_push(&want, *p == '1');
-	bitvec naive = {0};
+			test_bv_push(&want, *p == '1');
+	test_bitvec naive = {0};
 	CHECK(naive_enc(&naive, it), "not encodable");
 	/* The naive encoder itself must match the hand-written vector. */
 	CHECK(naive.n == want.n && memcmp(naive.bit, want.bit, want.n) == 0,
 	      "naive encoder disagrees with hand vector %s", bits);
 	check_encode(it, 0, &want);
 	check_encode(it, 5, &want);
-	bv_free(&want);
-	bv_free(&naive);
+	test_bv_free(&want);
+	test_bv_free(&naive);
 }
 
 static void test_eg_known_vectors(void **state)
@@ -1013,7 +915,7 @@ static void test_eg_known_vectors(void **state)
 static void test_eg_boundaries(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(10);
+	test_rng rng = test_rng_for(g_seed, 10);
 	arena a;
 	arena_init(&a, 64);
 	uint64_t vals[512];
@@ -1022,7 +924,7 @@ static void test_eg_boundaries(void **state)
 		for (size_t i = 0; i < n; i++) {
 			item it = mk_eg(vals[i], k);
 			check_item_full(&it, &a, &rng,
-					k == 0 || vals[i] > U64MAX - 4);
+			                k == 0 || vals[i] > U64MAX - 4);
 		}
 	}
 	arena_free(&a);
@@ -1031,12 +933,12 @@ static void test_eg_boundaries(void **state)
 /* Random values and orders: one long stream per order class, library bytes
  * vs naive bits, then decoded back. */
 static void check_stream(const item *items, size_t n, test_rng *rng, arena *a,
-			 const char *what);
+                         const char *what);
 
 static void test_eg_random(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(11);
+	test_rng rng = test_rng_for(g_seed, 11);
 	arena a;
 	arena_init(&a, 1 << 20);
 	enum { N = 4000 };
@@ -1045,11 +947,11 @@ static void test_eg_random(void **state)
 	for (int rep = 0; rep < 20; rep++) {
 		for (size_t i = 0; i < N; i++) {
 			unsigned k = rep < 10
-					 ? (unsigned)rep
-					 : (unsigned)test_rng_below(&rng, 64);
+			                 ? (unsigned)rep
+			                 : (unsigned)test_rng_below(&rng, 64);
 			items[i] = mk_eg(rep % 3 ? test_rng_wide(&rng)
-						 : test_rng_next(&rng),
-					 k);
+			                         : test_rng_next(&rng),
+			                 k);
 		}
 		check_stream(items, N, &rng, &a, "EG random");
 	}
@@ -1063,24 +965,24 @@ static void test_eg_random(void **state)
 static void test_eg_errors(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(12);
+	test_rng rng = test_rng_for(g_seed, 12);
 	arena a;
 	arena_init(&a, 256);
 	for (unsigned k = 0; k < 64; k++) {
 		for (int c = 0; c < 8; c++) {
-			bitvec b = {0};
+			test_bitvec b = {0};
 			kvs_status want;
 			uint64_t x = 0;
 			switch (c) {
 			case 0: /* run of 65 - k zeros, one, 64 bits */
 				bv_zeros(&b, 65 - k);
-				bv_push(&b, 1);
-				bv_put(&b, test_rng_next(&rng), 64);
+				test_bv_push(&b, 1);
+				test_bv_put(&b, test_rng_next(&rng), 64);
 				want = KVS_E_OVERLONG;
 				break;
 			case 1: /* a much longer run, then ones */
 				bv_zeros(&b, 65 - k + test_rng_below(&rng, 70));
-				bv_put(&b, U64MAX, 64);
+				test_bv_put(&b, U64MAX, 64);
 				want = KVS_E_OVERLONG;
 				break;
 			case 2: /* run 64 - k, x = 2^k: v = 2^64 */
@@ -1088,28 +990,28 @@ static void test_eg_errors(void **state)
 			case 4: /* run 64 - k, random x >= 2^k */
 				x = c == 2   ? P2(k)
 				    : c == 3 ? U64MAX
-					     : P2(k) | test_rng_next(&rng);
+				             : P2(k) | test_rng_next(&rng);
 				bv_zeros(&b, 64 - k);
-				bv_push(&b, 1);
-				bv_put(&b, x, 64);
+				test_bv_push(&b, 1);
+				test_bv_put(&b, x, 64);
 				want = KVS_E_OVERFLOW;
 				break;
 			case 5: /* run 64 - k, x = 2^k - 1: v = 2^64 - 1 */
 				bv_zeros(&b, 64 - k);
-				bv_push(&b, 1);
-				bv_put(&b, P2(k) - 1, 64);
+				test_bv_push(&b, 1);
+				test_bv_put(&b, P2(k) - 1, 64);
 				want = KVS_OK;
 				break;
 			case 6: /* run 64 - k, x = 0: v = 2^64 - 2^k */
 				bv_zeros(&b, 64 - k);
-				bv_push(&b, 1);
-				bv_put(&b, 0, 64);
+				test_bv_push(&b, 1);
+				test_bv_put(&b, 0, 64);
 				want = KVS_OK;
 				break;
 			default: /* run 64 - k, a one, then only 63 bits */
 				bv_zeros(&b, 64 - k);
-				bv_push(&b, 1);
-				bv_put(&b, 0, 63);
+				test_bv_push(&b, 1);
+				test_bv_put(&b, 0, 63);
 				want = KVS_E_TRUNCATED;
 				break;
 			}
@@ -1124,15 +1026,15 @@ static void test_eg_errors(void **state)
 			item it = mk_eg(0, k);
 			nres nr = check_dec(&r, &b, 0, b.n, 0, &it, "EG error");
 			CHECK_ST(nr.st, want, "naive oracle, case %d k %u", c,
-				 k);
+			         k);
 			if (nr.st != KVS_OK) {
 				/* Read the bad code raw, then decode on. */
 				check_raw(&r, &b, 0, bad, &rng, "after error");
 				if (want != KVS_E_TRUNCATED)
 					check_dec(&r, &b, 0, b.n, bad, &next,
-						  "code after the error");
+					          "code after the error");
 			}
-			bv_free(&b);
+			test_bv_free(&b);
 		}
 	}
 	arena_free(&a);
@@ -1149,7 +1051,7 @@ static void test_golomb_known_vectors(void **state)
 	item it;
 	/* m = 7: b = 3, u = 1: r = 0 -> 00, r = 1..6 -> r + 1 in 3 bits. */
 	static const char *m7[] = {"1 00",  "1 010", "1 011", "1 100",
-				   "1 101", "1 110", "1 111"};
+	                           "1 101", "1 110", "1 111"};
 	for (unsigned r = 0; r < 7; r++) {
 		it = mk_golomb(r, 7), expect_code(&it, m7[r]);
 		char buf[16];
@@ -1213,7 +1115,7 @@ static void test_golomb_known_vectors(void **state)
 static void test_golomb_boundaries(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(20);
+	test_rng rng = test_rng_for(g_seed, 20);
 	arena a;
 	arena_init(&a, (MAXQ + 200) / 8 + 16);
 	uint64_t vals[512];
@@ -1229,10 +1131,10 @@ static void test_golomb_boundaries(void **state)
 				kvs_bw_init(&w);
 				CHECK_ST(kvs_bw_put(&w, 3, 2), KVS_OK, "lead");
 				CHECK_ST(kvs_put_golomb(&w, &it.g, vals[i]),
-					 KVS_E_RANGE,
-					 "Golomb(0x%llx; m=0x%llx),"
-					 " quotient over 2^16",
-					 ULL(vals[i]), ULL(m));
+				         KVS_E_RANGE,
+				         "Golomb(0x%llx; m=0x%llx),"
+				         " quotient over 2^16",
+				         ULL(vals[i]), ULL(m));
 				CHECK(kvs_bw_bit_length(&w) == 2,
 				      "failed "
 				      "put_golomb wrote bits");
@@ -1253,7 +1155,7 @@ static void test_golomb_boundaries(void **state)
 static void test_golomb_random(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(21);
+	test_rng rng = test_rng_for(g_seed, 21);
 	arena a;
 	arena_init(&a, 1 << 21);
 	enum { N = 3000 };
@@ -1275,39 +1177,39 @@ static void test_golomb_random(void **state)
 static void test_golomb_errors(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(22);
+	test_rng rng = test_rng_for(g_seed, 22);
 	arena a;
 	arena_init(&a, (MAXQ + 1000) / 8);
 	for (size_t mi = 0; mi < NGM; mi++) {
 		uint64_t m = golomb_ms[mi];
 		unsigned b = naive_golomb_b(m);
 		for (int c = 0; c < 6; c++) {
-			bitvec bits = {0};
+			test_bitvec bits = {0};
 			kvs_status want;
 			switch (c) {
 			case 0: /* a run of 2^16 + 1 zeros: overlong */
 				bv_zeros(&bits, MAXQ + 1);
-				bv_push(&bits, 1);
-				bv_put(&bits, test_rng_next(&rng), b);
+				test_bv_push(&bits, 1);
+				test_bv_put(&bits, test_rng_next(&rng), b);
 				want = KVS_E_OVERLONG;
 				break;
 			case 1: /* a run of 2^16 zeros, r = 0: valid unless
-				 * 2^16 * m overflows */
+			         * 2^16 * m overflows */
 				bv_zeros(&bits, MAXQ);
-				bv_push(&bits, 1);
+				test_bv_push(&bits, 1);
 				naive_trunc_bin(&bits, 0, m);
 				want = overflows(MAXQ, m, 0) ? KVS_E_OVERFLOW
-							     : KVS_OK;
+				                             : KVS_OK;
 				break;
 			case 2: { /* q = 2^64 / m exactly: q * m >= 2^64 */
 				uint64_t q = U64MAX / m + 1;
 				if (q > MAXQ || q == 0)
 					q = MAXQ;
 				bv_zeros(&bits, q);
-				bv_push(&bits, 1);
+				test_bv_push(&bits, 1);
 				naive_trunc_bin(&bits, 0, m);
 				want = overflows(q, m, 0) ? KVS_E_OVERFLOW
-							  : KVS_OK;
+				                          : KVS_OK;
 				break;
 			}
 			case 3: { /* q = floor((2^64 - 1) / m), r = m - 1 */
@@ -1315,10 +1217,10 @@ static void test_golomb_errors(void **state)
 				if (q > MAXQ)
 					q = MAXQ;
 				bv_zeros(&bits, q);
-				bv_push(&bits, 1);
+				test_bv_push(&bits, 1);
 				naive_trunc_bin(&bits, m - 1, m);
 				want = overflows(q, m, m - 1) ? KVS_E_OVERFLOW
-							      : KVS_OK;
+				                              : KVS_OK;
 				break;
 			}
 			case 4: { /* q = floor((2^64 - 1) / m), smallest r
@@ -1328,12 +1230,12 @@ static void test_golomb_errors(void **state)
 					q = MAXQ;
 				uint64_t r = U64MAX - q * m + 1; /* may be m */
 				bv_zeros(&bits, q);
-				bv_push(&bits, 1);
+				test_bv_push(&bits, 1);
 				if (r >= m)
 					r = 0;
 				naive_trunc_bin(&bits, r, m);
 				want = overflows(q, m, r) ? KVS_E_OVERFLOW
-							  : KVS_OK;
+				                          : KVS_OK;
 				break;
 			}
 			default: /* unary run reaches the end */
@@ -1354,17 +1256,17 @@ static void test_golomb_errors(void **state)
 			kvs_br_init(&r, base, s, bits.n);
 			item it = mk_golomb(0, m);
 			nres nr = check_dec(&r, &bits, 0, bits.n, 0, &it,
-					    "Golomb error");
+			                    "Golomb error");
 			CHECK_ST(nr.st, want, "naive oracle, case %d", c);
 			if (nr.st != KVS_OK) {
 				check_raw(&r, &bits, 0, bad, &rng,
-					  "after error");
+				          "after error");
 				if (want != KVS_E_TRUNCATED)
 					check_dec(&r, &bits, 0, bits.n, bad,
-						  &next,
-						  "code after the error");
+					          &next,
+					          "code after the error");
 			}
-			bv_free(&bits);
+			test_bv_free(&bits);
 		}
 	}
 	arena_free(&a);
@@ -1376,7 +1278,7 @@ static void test_golomb_errors(void **state)
 static void test_fixed(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(30);
+	test_rng rng = test_rng_for(g_seed, 30);
 	arena a;
 	arena_init(&a, 64);
 	kvs_bitwriter w;
@@ -1385,19 +1287,19 @@ static void test_fixed(void **state)
 	for (unsigned width = 0; width <= 64; width++) {
 		uint64_t max = width == 64 ? U64MAX : P2(width) - 1;
 		CHECK_ST(kvs_put_fixed(&w, max, width), KVS_OK,
-			 "2^%u - 1 in "
-			 "%u bits",
-			 width, width);
+		         "2^%u - 1 in "
+		         "%u bits",
+		         width, width);
 		CHECK_ST(kvs_put_fixed(&w, 0, width), KVS_OK, "0 in %u bits",
-			 width);
+		         width);
 		expect_bits += 2 * width;
 		if (width < 64) {
 			CHECK_ST(kvs_put_fixed(&w, max + 1, width), KVS_E_RANGE,
-				 "2^%u in %u bits", width, width);
+			         "2^%u in %u bits", width, width);
 			CHECK_ST(kvs_put_fixed(&w, U64MAX, width), KVS_E_RANGE,
-				 "2^64 - 1 in %u bits", width);
+			         "2^64 - 1 in %u bits", width);
 			CHECK_ST(kvs_put_fixed(&w, max | P2(63), width),
-				 KVS_E_RANGE, "high bit in %u bits", width);
+			         KVS_E_RANGE, "high bit in %u bits", width);
 		}
 		CHECK(kvs_bw_bit_length(&w) == expect_bits,
 		      "width %u: "
@@ -1411,8 +1313,8 @@ static void test_fixed(void **state)
 
 	for (unsigned width = 0; width <= 64; width++) {
 		uint64_t vs[] = {0, 1, width ? P2(width - 1) : 0,
-				 width == 64 ? U64MAX : P2(width) - 1,
-				 test_rng_next(&rng)};
+		                 width == 64 ? U64MAX : P2(width) - 1,
+		                 test_rng_next(&rng)};
 		for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
 			uint64_t v =
 			    width == 64 ? vs[i] : vs[i] & (P2(width) - 1);
@@ -1435,9 +1337,9 @@ static void test_fixed(void **state)
  * the last code cut short and reads past the end.
  */
 static void check_stream(const item *items, size_t n, test_rng *rng, arena *a,
-			 const char *what)
+                         const char *what)
 {
-	bitvec nb = {0};
+	test_bitvec nb = {0};
 	size_t *off = malloc((n + 1) * sizeof *off);
 	assert_non_null(off);
 	kvs_bitwriter w;
@@ -1449,7 +1351,7 @@ static void check_stream(const item *items, size_t n, test_rng *rng, arena *a,
 		CHECK(naive_enc(&nb, &items[i]), "%s: item %zu not encodable",
 		      what, i);
 		CHECK_ST(lib_enc(&w, &items[i]), KVS_OK, "%s: item %zu: %s",
-			 what, i, d);
+		         what, i, d);
 		CHECK(kvs_bw_bit_length(&w) == nb.n,
 		      "%s: after item %zu (%s)"
 		      " the writer has %llu bits, expected %zu",
@@ -1469,13 +1371,14 @@ static void check_stream(const item *items, size_t n, test_rng *rng, arena *a,
 		char d[96];
 		item_desc(&items[i], d, sizeof d);
 		print_error("%s: stream bit %zu differs, in item %zu (%s) at "
-			    "its bit %zu\n",
-			    what, diff, i, d, diff - off[i]);
+		            "its bit %zu\n",
+		            what, diff, i, d, diff - off[i]);
 		fail();
 	}
 	for (size_t i = (nb.n + 7) / 8 * 8 - 1; i >= nb.n && i != (size_t)-1;
 	     i--)
-		CHECK(bit_at(data, i) == 0, "%s: padding bit not zero", what);
+		CHECK(test_msb_bit_at(data, i) == 0, "%s: padding bit not zero",
+		      what);
 	kvs_bw_free(&w);
 
 	/* Decode the whole stream at a random offset, against the guard. */
@@ -1493,9 +1396,9 @@ static void check_stream(const item *items, size_t n, test_rng *rng, arena *a,
 	for (size_t i = 0; i < n && i < 8; i++) {
 		int empty = items[i].kind >= C_FIXED && items[i].k == 0;
 		CHECK_ST(lib_dec(&r, &items[i], &v),
-			 empty ? KVS_OK : KVS_E_TRUNCATED,
-			 "%s: %s decode at the end", what,
-			 kind_name(items[i].kind));
+		         empty ? KVS_OK : KVS_E_TRUNCATED,
+		         "%s: %s decode at the end", what,
+		         kind_name(items[i].kind));
 		CHECK(kvs_br_remaining(&r) == 0, "moved at the end");
 	}
 
@@ -1515,13 +1418,13 @@ static void check_stream(const item *items, size_t n, test_rng *rng, arena *a,
 		}
 	}
 	free(off);
-	bv_free(&nb);
+	test_bv_free(&nb);
 }
 
 static void test_mixed_streams(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(40);
+	test_rng rng = test_rng_for(g_seed, 40);
 	arena a;
 	arena_init(&a, 1 << 21);
 	enum { N = 2000 };
@@ -1549,11 +1452,11 @@ static void test_mixed_streams(void **state)
 static void test_guard_codes(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(41);
+	test_rng rng = test_rng_for(g_seed, 41);
 	arena a;
 	arena_init(&a, 4096);
-	static const size_t extra[] = {447,  448,  449,	 511,  512, 513,
-				       1000, 1023, 1024, 1025, 4000};
+	static const size_t extra[] = {447,  448,  449,  511,  512, 513,
+	                               1000, 1023, 1024, 1025, 4000};
 	size_t nlens = 321 + sizeof extra / sizeof extra[0];
 	item items[4096];
 	size_t off[4097];
@@ -1571,24 +1474,25 @@ static void test_guard_codes(void **state)
 						it = mk_eg(
 						    test_rng_wide(&rng),
 						    (unsigned)test_rng_below(
-							&rng, 3));
+						        &rng, 3));
 					CHECK(n + 1 < sizeof items /
-							  sizeof items[0],
+					                  sizeof items[0],
 					      "too many items");
 					items[n] = it;
 					off[n] = (size_t)kvs_bw_bit_length(&w);
 					CHECK_ST(lib_enc(&w, &it), KVS_OK,
-						 "enc");
+					         "enc");
 					n++;
 				}
 				off[n] = (size_t)kvs_bw_bit_length(&w);
 				const uint8_t *data;
 				size_t len;
 				CHECK_ST(kvs_bw_flush(&w, &data, &len), KVS_OK,
-					 "flush");
-				bitvec b = {0};
+				         "flush");
+				test_bitvec b = {0};
 				for (size_t i = 0; i < plen; i++)
-					bv_push(&b, bit_at(data, i));
+					test_bv_push(&b,
+					             test_msb_bit_at(data, i));
 				kvs_bw_free(&w);
 				const uint8_t *base =
 				    place(&a, &rng, &b, 0, plen, s);
@@ -1598,29 +1502,29 @@ static void test_guard_codes(void **state)
 				for (size_t i = 0; i < n; i++) {
 					nres nr =
 					    check_dec(&r, &b, 0, plen, off[i],
-						      &items[i], "guard");
+					              &items[i], "guard");
 					if (i + 1 < n)
 						CHECK(nr.st == KVS_OK &&
-							  nr.v ==
-							      item_value(
-								  &items[i]),
+						          nr.v ==
+						              item_value(
+						                  &items[i]),
 						      "guard: item %zu", i);
 					else
 						CHECK(nr.st == KVS_E_TRUNCATED,
 						      "guard: last item");
 				}
 				check_raw(&r, &b, off[n - 1], plen - off[n - 1],
-					  &rng, "guard tail");
+				          &rng, "guard tail");
 				for (int j = 0; j < 4; j++) {
 					item it = rand_item(&rng);
 					uint64_t v;
 					kvs_status st = lib_dec(&r, &it, &v);
 					CHECK(st == (it.kind >= C_FIXED &&
-							     it.k == 0
-							 ? KVS_OK
-							 : KVS_E_TRUNCATED),
+					                     it.k == 0
+					                 ? KVS_OK
+					                 : KVS_E_TRUNCATED),
 					      "decode at the end: %s",
-					      st_name(st));
+					      test_status_name(st));
 					CHECK(kvs_br_position(&r) == plen,
 					      "moved at the end");
 				}
@@ -1628,11 +1532,11 @@ static void test_guard_codes(void **state)
 					size_t i =
 					    (size_t)test_rng_below(&rng, n);
 					CHECK_ST(kvs_br_seek(&r, off[i]),
-						 KVS_OK, "seek");
+					         KVS_OK, "seek");
 					check_dec(&r, &b, 0, plen, off[i],
-						  &items[i], "guard seek");
+					          &items[i], "guard seek");
 				}
-				bv_free(&b);
+				test_bv_free(&b);
 			}
 		}
 	}
@@ -1649,11 +1553,11 @@ static void test_guard_codes(void **state)
 static void test_fuzz_decoders(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(42);
+	test_rng rng = test_rng_for(g_seed, 42);
 	arena a;
 	arena_init(&a, (3 * MAXQ) / 8 + 4096);
 	for (int iter = 0; iter < 20000; iter++) {
-		bitvec b = {0};
+		test_bitvec b = {0};
 		unsigned k = (unsigned)test_rng_below(&rng, 64);
 		uint64_t m = rand_m(&rng);
 		int allow_long = iter % 50 == 0; /* one run near 2^16 */
@@ -1672,32 +1576,32 @@ static void test_fuzz_decoders(void **state)
 			case 3:
 				if (allow_long) {
 					bv_zeros(&b,
-						 MAXQ - 1 +
-						     test_rng_below(&rng, 3));
+					         MAXQ - 1 +
+					             test_rng_below(&rng, 3));
 					allow_long = 0;
 				} else
 					bv_zeros(&b, test_rng_below(&rng, 4));
 				break;
 			case 4:
-				bv_push(&b, 1);
+				test_bv_push(&b, 1);
 				break;
 			case 5:
-				bv_put(&b, test_rng_next(&rng),
-				       (unsigned)test_rng_below(&rng, 65));
+				test_bv_put(&b, test_rng_next(&rng),
+				            (unsigned)test_rng_below(&rng, 65));
 				break;
 			case 6: { /* x near 2^k after a one */
-				bv_push(&b, 1);
+				test_bv_push(&b, 1);
 				uint64_t x =
 				    P2(k) - 1 + test_rng_below(&rng, 2);
-				bv_put(&b, x, 64);
+				test_bv_put(&b, x, 64);
 				break;
 			}
 			default: { /* a valid code */
 				item it =
 				    test_rng_below(&rng, 2)
-					? mk_eg(test_rng_wide(&rng), k)
-					: mk_golomb(rand_golomb_value(&rng, m),
-						    m);
+				        ? mk_eg(test_rng_wide(&rng), k)
+				        : mk_golomb(rand_golomb_value(&rng, m),
+				                    m);
 				if (it.kind == C_GOLOMB && it.v / m > 300)
 					it.v = m - 1;
 				naive_enc(&b, &it);
@@ -1717,7 +1621,7 @@ static void test_fuzz_decoders(void **state)
 				size_t left = b.n - pos;
 				size_t n =
 				    left < 8 ? left
-					     : (size_t)test_rng_below(&rng, 66);
+				             : (size_t)test_rng_below(&rng, 66);
 				if (n > left)
 					n = left;
 				check_raw(&r, &b, pos, n, &rng, "fuzz");
@@ -1731,7 +1635,7 @@ static void test_fuzz_decoders(void **state)
 			if (nr.st == KVS_OK)
 				pos += nr.len;
 		}
-		bv_free(&b);
+		test_bv_free(&b);
 	}
 	arena_free(&a);
 }
@@ -1742,7 +1646,7 @@ static void test_fuzz_decoders(void **state)
 static void test_region_codes_atomic(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(50);
+	test_rng rng = test_rng_for(g_seed, 50);
 	for (int iter = 0; iter < 3000; iter++) {
 		size_t cap = (size_t)test_rng_below(&rng, 40);
 		guarded g = {0};
@@ -1751,18 +1655,18 @@ static void test_region_codes_atomic(void **state)
 		g.data[0] = 0xA5;
 		kvs_bitwriter w;
 		kvs_bw_init_region(&w, region, cap);
-		bitvec acc = {0};
+		test_bitvec acc = {0};
 		size_t rejected = 0;
 		for (int i = 0; i < 60; i++) {
 			item it;
 			if (test_rng_below(&rng, 3) == 0)
 				it = mk_eg(U64MAX - test_rng_below(&rng, 4),
-					   (unsigned)test_rng_below(&rng, 3));
+				           (unsigned)test_rng_below(&rng, 3));
 			else
 				it = rand_item(&rng);
 			if (it.kind == C_GOLOMB && it.v / it.m > 500)
 				it.v %= it.m;
-			bitvec code = {0};
+			test_bitvec code = {0};
 			naive_enc(&code, &it);
 			uint64_t before = kvs_bw_bit_length(&w);
 			kvs_status st = lib_enc(&w, &it);
@@ -1785,12 +1689,12 @@ static void test_region_codes_atomic(void **state)
 			} else {
 				CHECK_ST(st, KVS_OK, "region encode");
 				for (size_t j = 0; j < code.n; j++)
-					bv_push(&acc, code.bit[j]);
+					test_bv_push(&acc, code.bit[j]);
 				CHECK(kvs_bw_bit_length(&w) == acc.n,
 				      "length %llu, expected %zu",
 				      ULL(kvs_bw_bit_length(&w)), acc.n);
 			}
-			bv_free(&code);
+			test_bv_free(&code);
 		}
 		const uint8_t *data;
 		size_t len;
@@ -1811,7 +1715,7 @@ static void test_region_codes_atomic(void **state)
 			      acc.n, cap);
 		}
 		CHECK(g.data[0] == 0xA5, "wrote before the region");
-		bv_free(&acc);
+		test_bv_free(&acc);
 		guarded_free(&g);
 	}
 }
@@ -1834,7 +1738,7 @@ static unsigned naive_varint(uint8_t *out, uint64_t v)
 
 /* The status a varint decoder must give for p[0..n) (nlen = bytes used). */
 static kvs_status naive_varint_get(const uint8_t *p, size_t n, uint64_t *out,
-				   size_t *nlen)
+                                   size_t *nlen)
 {
 	uint64_t v = 0;
 	for (size_t i = 0; i < 10; i++) {
@@ -1858,7 +1762,7 @@ static kvs_status naive_varint_get(const uint8_t *p, size_t n, uint64_t *out,
 /* Decodes bytes[0..n) placed against the guard page, from *p; checks the
  * status, value and pointer against the naive decoder. */
 static kvs_status check_varint_at(arena *a, const uint8_t *bytes, size_t n,
-				  const char *what)
+                                  const char *what)
 {
 	uint8_t *p0 = a->end - n;
 	memcpy(p0, bytes, n);
@@ -1872,8 +1776,8 @@ static kvs_status check_varint_at(arena *a, const uint8_t *bytes, size_t n,
 		for (size_t i = 0; i < n && i < 12; i++)
 			print_error(" %02x", bytes[i]);
 		print_error(" (%zu bytes, end after them): got %s, expected "
-			    "%s\n",
-			    n, st_name(st), st_name(ws));
+		            "%s\n",
+		            n, test_status_name(st), test_status_name(ws));
 		fail();
 	}
 	if (st == KVS_OK) {
@@ -1891,7 +1795,7 @@ static kvs_status check_varint_at(arena *a, const uint8_t *bytes, size_t n,
 static void test_varint_values(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(60);
+	test_rng rng = test_rng_for(g_seed, 60);
 	arena a;
 	arena_init(&a, 64);
 	uint64_t vals[512];
@@ -1929,20 +1833,20 @@ static void test_varint_values(void **state)
 		      ULL(v));
 		/* Decode whole, and cut at every byte. */
 		CHECK_ST(check_varint_at(&a, want, wl, "whole"), KVS_OK,
-			 "0x%llx", ULL(v));
+		         "0x%llx", ULL(v));
 		for (unsigned t = 0; t < wl; t++)
 			CHECK_ST(check_varint_at(&a, want, t, "cut"),
-				 KVS_E_TRUNCATED, "0x%llx cut to %u bytes",
-				 ULL(v), t);
+			         KVS_E_TRUNCATED, "0x%llx cut to %u bytes",
+			         ULL(v), t);
 	}
 	/* Every length 1..10 and the extremes by hand. */
 	static const struct {
 		uint64_t v;
 		unsigned len;
-	} lens[] = {{0, 1},	  {0x7F, 1},   {0x80, 2},   {0x3FFF, 2},
-		    {0x4000, 3},  {P2(21), 4}, {P2(28), 5}, {P2(35), 6},
-		    {P2(42), 7},  {P2(49), 8}, {P2(56), 9}, {P2(63) - 1, 9},
-		    {P2(63), 10}, {U64MAX, 10}};
+	} lens[] = {{0, 1},       {0x7F, 1},   {0x80, 2},   {0x3FFF, 2},
+	            {0x4000, 3},  {P2(21), 4}, {P2(28), 5}, {P2(35), 6},
+	            {P2(42), 7},  {P2(49), 8}, {P2(56), 9}, {P2(63) - 1, 9},
+	            {P2(63), 10}, {U64MAX, 10}};
 	for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
 		CHECK(kvs_varint_length(lens[i].v) == lens[i].len,
 		      "kvs_varint_length(0x%llx) = %u, expected %u",
@@ -1951,7 +1855,7 @@ static void test_varint_values(void **state)
 	uint8_t buf[16];
 	CHECK(kvs_varint_put(buf, U64MAX) == 10, "2^64 - 1 length");
 	static const uint8_t max[10] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
-					0xFF, 0xFF, 0xFF, 0xFF, 0x01};
+	                                0xFF, 0xFF, 0xFF, 0xFF, 0x01};
 	assert_memory_equal(buf, max, 10);
 	static const uint8_t v300[2] = {0xAC, 0x02};
 	CHECK(kvs_varint_put(buf, 300) == 2, "300 length");
@@ -1977,16 +1881,16 @@ static void test_varint_errors(void **state)
 				b[i] = variant ? 0xFF : 0x80;
 			b[n - 1] = 0x00;
 			CHECK_ST(check_varint_at(&a, b, n, "overlong"),
-				 KVS_E_OVERLONG, "final zero after %u bytes",
-				 n - 1);
+			         KVS_E_OVERLONG, "final zero after %u bytes",
+			         n - 1);
 			b[n] = 0x05; /* more bytes after do not matter */
 			CHECK_ST(check_varint_at(&a, b, n + 1, "overlong+"),
-				 KVS_E_OVERLONG, "final zero, %u bytes", n);
+			         KVS_E_OVERLONG, "final zero, %u bytes", n);
 		}
 	}
 	/* Overflow: 10th byte > 1, or with continuation. */
 	static const uint8_t tenth[] = {0x02, 0x03, 0x40, 0x7F,
-					0x80, 0x81, 0xFF};
+	                                0x80, 0x81, 0xFF};
 	for (size_t t = 0; t < sizeof tenth; t++) {
 		for (int variant = 0; variant < 2; variant++) {
 			for (unsigned i = 0; i < 9; i++)
@@ -1995,9 +1899,9 @@ static void test_varint_errors(void **state)
 			b[10] = 0x01;
 			b[11] = 0x00;
 			CHECK_ST(check_varint_at(&a, b, 10, "overflow"),
-				 KVS_E_OVERFLOW, "10th byte %02x", tenth[t]);
+			         KVS_E_OVERFLOW, "10th byte %02x", tenth[t]);
 			CHECK_ST(check_varint_at(&a, b, 12, "overflow+"),
-				 KVS_E_OVERFLOW, "10th byte %02x", tenth[t]);
+			         KVS_E_OVERFLOW, "10th byte %02x", tenth[t]);
 		}
 	}
 	/* Largest values that fit: 10th byte 0x01. */
@@ -2009,9 +1913,9 @@ static void test_varint_errors(void **state)
 	memset(b, 0xFF, sizeof b);
 	for (unsigned n = 0; n <= 9; n++)
 		CHECK_ST(check_varint_at(&a, b, n, "cut"), KVS_E_TRUNCATED,
-			 "%u continuation bytes", n);
+		         "%u continuation bytes", n);
 	CHECK_ST(check_varint_at(&a, b, 10, "10 cont"), KVS_E_OVERFLOW,
-		 "10 continuation bytes");
+	         "10 continuation bytes");
 	/* A valid single zero byte is fine; 0x80 0x01 is 128. */
 	b[0] = 0x00;
 	CHECK_ST(check_varint_at(&a, b, 1, "zero"), KVS_OK, "0x00");
@@ -2026,7 +1930,7 @@ static void test_varint_errors(void **state)
 static void test_varint_fuzz(void **state)
 {
 	(void)state;
-	test_rng rng = rng_for(61);
+	test_rng rng = test_rng_for(g_seed, 61);
 	arena a;
 	arena_init(&a, 4096);
 	for (int iter = 0; iter < 3000; iter++) {
@@ -2043,8 +1947,8 @@ static void test_varint_fuzz(void **state)
 				for (size_t i = 0; i < c; i++)
 					buf[n++] =
 					    (uint8_t)(0x80 |
-						      test_rng_below(&rng, 2) *
-							  0x7F);
+					              test_rng_below(&rng, 2) *
+					                  0x7F);
 				break;
 			}
 			case 2:
@@ -2066,9 +1970,9 @@ static void test_varint_fuzz(void **state)
 			    naive_varint_get(buf + at, n - at, &want, &wl);
 			kvs_status st = kvs_varint_get(&p, a.end, &got);
 			CHECK_ST(st, ws,
-				 "varint at byte %zu of %zu (first "
-				 "byte %02x)",
-				 at, n, buf[at]);
+			         "varint at byte %zu of %zu (first "
+			         "byte %02x)",
+			         at, n, buf[at]);
 			if (st == KVS_OK) {
 				CHECK(got == want && p == p0 + at + wl,
 				      "varint at %zu: value/advance", at);
@@ -2083,15 +1987,8 @@ static void test_varint_fuzz(void **state)
 
 int main(void)
 {
-	const char *s = getenv("KVSEG_TEST_SEED");
-	if (s != NULL && *s != '\0')
-		g_seed = strtoull(s, NULL, 0);
-	printf("test_codes: seed 0x%llx (set KVSEG_TEST_SEED to change)\n",
-	       ULL(g_seed));
-	fflush(stdout);
-	const char *filter = getenv("KVSEG_TEST_FILTER"); /* e.g. "*guard*" */
-	if (filter != NULL && *filter != '\0')
-		cmocka_set_test_filter(filter);
+	g_seed = test_seed_from_env("test_codes", g_seed);
+	test_filter_from_env();
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_eg_known_vectors),
 	    cmocka_unit_test(test_eg_boundaries),

@@ -28,9 +28,10 @@
  *   - the serialized form works at every address alignment mod 8.
  *
  * Oracle: the plain sorted array, a binary-search lower_bound, the low-bit
- * formula computed here, and ref_encode(), a bit-at-a-time serializer
- * written from the format description. The code under test never computes
- * an expected value.
+ * and layout formulas of testutil.h (test_ef_ref_low_bits,
+ * test_ef_ref_layout), and ref_encode(), a bit-at-a-time serializer
+ * written here; all from the format description. The code under test never
+ * computes an expected value.
  *
  * Assumption beyond ef.h (flagged in the report): a push that fails leaves
  * the builder as it was, so a correct push may follow.
@@ -47,7 +48,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cmocka.h>
 
@@ -55,116 +55,47 @@
 #include "testutil.h"
 
 #define SEED 0xEF5EEDull
-#define U64MAX UINT64_MAX
 
 static test_rng g_rng;
 static const char *g_seq = "";  /* the sequence under test, for messages */
 static const char *g_mode = ""; /* "portable" or "accelerated" */
 
-static const char *st_name(kvs_status s)
-{
-	switch (s) {
-	case KVS_OK: return "KVS_OK";
-	case KVS_E_TRUNCATED: return "KVS_E_TRUNCATED";
-	case KVS_E_OVERLONG: return "KVS_E_OVERLONG";
-	case KVS_E_OVERFLOW: return "KVS_E_OVERFLOW";
-	case KVS_E_RANGE: return "KVS_E_RANGE";
-	case KVS_E_NOSPACE: return "KVS_E_NOSPACE";
-	case KVS_E_NOMEM: return "KVS_E_NOMEM";
-	case KVS_E_CORRUPT: return "KVS_E_CORRUPT";
-	case KVS_E_ORDER: return "KVS_E_ORDER";
-	case KVS_E_INVAL: return "KVS_E_INVAL";
-	}
-	return "(unknown status)";
-}
-
-#define FAILF(...)                                                            \
-	do {                                                                  \
-		print_error("[%s / %s] ", g_seq, g_mode);                     \
-		print_error(__VA_ARGS__);                                     \
-		print_error("\n");                                            \
-		fail();                                                       \
+#define EXPECT_U64(got, want, ...)                                             \
+	do {                                                                   \
+		uint64_t got_ = (got), want_ = (want);                         \
+		if (got_ != want_) {                                           \
+			print_error("got %" PRIu64 " (0x%" PRIx64              \
+			            "), expected %" PRIu64 " (0x%" PRIx64      \
+			            "): ",                                     \
+			            got_, got_, want_, want_);                 \
+			FAILF(__VA_ARGS__);                                    \
+		}                                                              \
 	} while (0)
 
-#define EXPECT_U64(got, want, ...)                                            \
-	do {                                                                  \
-		uint64_t got_ = (got), want_ = (want);                        \
-		if (got_ != want_) {                                          \
-			print_error("got %" PRIu64 " (0x%" PRIx64             \
-				    "), expected %" PRIu64 " (0x%" PRIx64     \
-				    "): ",                                    \
-				    got_, got_, want_, want_);                \
-			FAILF(__VA_ARGS__);                                   \
-		}                                                             \
+#define EXPECT_ST(got, want, ...)                                              \
+	do {                                                                   \
+		kvs_status got_ = (got), want_ = (want);                       \
+		if (got_ != want_) {                                           \
+			print_error(                                           \
+			    "got %s, expected %s: ", test_status_name(got_),   \
+			    test_status_name(want_));                          \
+			FAILF(__VA_ARGS__);                                    \
+		}                                                              \
 	} while (0)
 
-#define EXPECT_ST(got, want, ...)                                             \
-	do {                                                                  \
-		kvs_status got_ = (got), want_ = (want);                      \
-		if (got_ != want_) {                                          \
-			print_error("got %s, expected %s: ", st_name(got_),   \
-				    st_name(want_));                          \
-			FAILF(__VA_ARGS__);                                   \
-		}                                                             \
-	} while (0)
-
-#define EXPECT_NOT_OK(got, ...)                                               \
-	do {                                                                  \
-		if ((got) == KVS_OK) {                                        \
-			print_error("got KVS_OK, expected an error: ");       \
-			FAILF(__VA_ARGS__);                                   \
-		}                                                             \
+#define EXPECT_NOT_OK(got, ...)                                                \
+	do {                                                                   \
+		if ((got) == KVS_OK) {                                         \
+			print_error("got KVS_OK, expected an error: ");        \
+			FAILF(__VA_ARGS__);                                    \
+		}                                                              \
 	} while (0)
 
 /* ---- the oracle ---------------------------------------------------------- */
 
-static unsigned ref_low_bits(uint64_t n, uint64_t max)
-{
-	if (n == 0)
-		return 0;
-	uint64_t q = max / n;
-	return q == 0 ? 0 : 63u - (unsigned)__builtin_clzll(q);
-}
-
-static uint64_t ceil_div(uint64_t a, uint64_t b)
-{
-	return a / b + (a % b != 0);
-}
-
-typedef struct layout {
-	unsigned l;
-	uint64_t low_words, upper_bits, upper_words, zeros;
-	uint64_t one_samples, zero_samples;
-	size_t low_off, upper_off, ones_off, zeros_off, size;
-} layout;
-
-/* The documented layout; n <= 2^48 so nothing here overflows. */
-static layout ref_layout(uint64_t n, uint64_t max)
-{
-	layout L;
-	L.l = ref_low_bits(n, max);
-	L.low_words = ceil_div(n * L.l, 64);
-	L.zeros = max >> L.l;
-	L.upper_bits = n + L.zeros;
-	L.upper_words = ceil_div(L.upper_bits, 64);
-	L.one_samples = ceil_div(n, 256);
-	L.zero_samples = ceil_div(L.zeros, 256);
-	L.low_off = KVS_EF_HEADER_BYTES;
-	L.upper_off = L.low_off + 8 * L.low_words;
-	L.ones_off = L.upper_off + 8 * L.upper_words;
-	L.zeros_off = L.ones_off + 8 * L.one_samples;
-	L.size = L.zeros_off + 8 * L.zero_samples;
-	return L;
-}
-
 static void set_bit(uint8_t *base, uint64_t bit)
 {
 	base[bit >> 3] |= (uint8_t)(1u << (bit & 7));
-}
-
-static bool get_bit(const uint8_t *base, uint64_t bit)
-{
-	return (base[bit >> 3] >> (bit & 7)) & 1;
 }
 
 static void put_le64(uint8_t *p, uint64_t v)
@@ -173,19 +104,12 @@ static void put_le64(uint8_t *p, uint64_t v)
 		p[k] = (uint8_t)(v >> (8 * k));
 }
 
-static uint64_t get_le64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (int k = 0; k < 8; k++)
-		v |= (uint64_t)p[k] << (8 * k);
-	return v;
-}
-
-/* Serializes v[0..n) bit by bit into out (ref_layout(n, max).size bytes). */
+/* Serializes v[0..n) bit by bit into out (test_ef_ref_layout(n, max).size
+ * bytes). */
 static void ref_encode(const uint64_t *v, uint64_t n, uint8_t *out)
 {
 	uint64_t max = n ? v[n - 1] : 0;
-	layout L = ref_layout(n, max);
+	test_ef_layout L = test_ef_ref_layout(n, max);
 	memset(out, 0, L.size);
 	put_le64(out, n);
 	put_le64(out + 8, max);
@@ -201,15 +125,15 @@ static void ref_encode(const uint64_t *v, uint64_t n, uint8_t *out)
 	}
 	uint64_t ones = 0, zeros = 0;
 	for (uint64_t pos = 0; pos < L.upper_bits; pos++) {
-		if (get_bit(up, pos)) {
+		if (test_lsb_bit_at(up, pos)) {
 			if (ones % 256 == 0)
 				put_le64(out + L.ones_off + 8 * (ones / 256),
-					 pos);
+				         pos);
 			ones++;
 		} else {
 			if (zeros % 256 == 0)
 				put_le64(out + L.zeros_off + 8 * (zeros / 256),
-					 pos);
+				         pos);
 			zeros++;
 		}
 	}
@@ -238,7 +162,7 @@ static bool is_monotone(const uint64_t *v, uint64_t n)
 }
 
 /* The first differing byte, named by section, for layout mismatches. */
-static const char *section_of(const layout *L, size_t off)
+static const char *section_of(const test_ef_layout *L, size_t off)
 {
 	if (off < 16)
 		return off < 8 ? "header count" : "header max";
@@ -251,40 +175,6 @@ static const char *section_of(const layout *L, size_t off)
 	if (off < L->zeros_off)
 		return "one samples";
 	return "zero samples";
-}
-
-/* ---- guarded buffers ----------------------------------------------------- */
-
-/* len bytes whose first byte follows a PROT_NONE page. */
-typedef struct front_guarded {
-	uint8_t *map;
-	size_t map_len;
-	uint8_t *data;
-} front_guarded;
-
-static int front_guarded_alloc(front_guarded *g, size_t len)
-{
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	size_t data_pages = (len + page - 1) / page;
-	if (data_pages == 0)
-		data_pages = 1;
-	g->map_len = (data_pages + 1) * page;
-	void *m = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (m == MAP_FAILED)
-		return -1;
-	g->map = m;
-	if (mprotect(g->map, page, PROT_NONE) != 0) {
-		munmap(m, g->map_len);
-		return -1;
-	}
-	g->data = g->map + page;
-	return 0;
-}
-
-static void front_guarded_free(front_guarded *g)
-{
-	munmap(g->map, g->map_len);
 }
 
 /* A heap copy of exactly n values (ASan sees any read outside it). */
@@ -300,38 +190,41 @@ static uint64_t *heap_copy(const uint64_t *v, uint64_t n)
 /* ---- queries against the array ------------------------------------------- */
 
 static void probe_next_geq(const kvs_ef *ef, const uint64_t *v, uint64_t n,
-			   uint64_t x, bool null_value)
+                           uint64_t x, bool null_value)
 {
 	uint64_t want = lower_bound_ref(v, n, x);
 	uint64_t val = 0xDEADBEEFDEADBEEFull;
 	uint64_t got = kvs_ef_next_geq(ef, x, null_value ? NULL : &val);
-	EXPECT_U64(got, want, "kvs_ef_next_geq(x = %" PRIu64 " / 0x%" PRIx64
-		   ") index (count %" PRIu64 ")", x, x, n);
+	EXPECT_U64(got, want,
+	           "kvs_ef_next_geq(x = %" PRIu64 " / 0x%" PRIx64
+	           ") index (count %" PRIu64 ")",
+	           x, x, n);
 	if (!null_value && want < n)
 		EXPECT_U64(val, v[want],
-			   "kvs_ef_next_geq(x = %" PRIu64 ") value at index %"
-			   PRIu64, x, want);
+		           "kvs_ef_next_geq(x = %" PRIu64
+		           ") value at index %" PRIu64,
+		           x, want);
 }
 
 /* Walks a cursor from index start, at most max_steps steps (or to the end
  * when max_steps is U64MAX), comparing with the array. */
 static void walk_cursor(const kvs_ef *ef, const uint64_t *v, uint64_t n,
-			uint64_t start, uint64_t max_steps)
+                        uint64_t start, uint64_t max_steps)
 {
 	kvs_ef_cursor c;
 	kvs_status st = kvs_ef_cursor_seek(&c, ef, start);
 	EXPECT_ST(st, KVS_OK, "kvs_ef_cursor_seek(%" PRIu64 "), count %" PRIu64,
-		  start, n);
+	          start, n);
 	uint64_t i = start;
 	for (uint64_t steps = 0; i < n && steps < max_steps; steps++, i++) {
 		if (!kvs_ef_cursor_valid(&c))
-			FAILF("cursor from %" PRIu64 " invalid at index %"
-			      PRIu64 " of %" PRIu64, start, i, n);
-		EXPECT_U64(c.index, i, "cursor from %" PRIu64 ": index",
-			   start);
+			FAILF("cursor from %" PRIu64
+			      " invalid at index %" PRIu64 " of %" PRIu64,
+			      start, i, n);
+		EXPECT_U64(c.index, i, "cursor from %" PRIu64 ": index", start);
 		EXPECT_U64(c.value, v[i],
-			   "cursor from %" PRIu64 ": value at index %" PRIu64,
-			   start, i);
+		           "cursor from %" PRIu64 ": value at index %" PRIu64,
+		           start, i);
 		kvs_ef_cursor_next(&c);
 	}
 	if (i == n) {
@@ -351,14 +244,14 @@ static void walk_cursor(const kvs_ef *ef, const uint64_t *v, uint64_t n,
  * of random probes and cursor seeks; effort 0 is a lighter check (no
  * seek at every index, fewer random probes) for the corruption loops. */
 static void check_queries(const kvs_ef *ef, const uint64_t *v, uint64_t n,
-			  unsigned effort)
+                          unsigned effort)
 {
 	bool light = effort == 0;
 	if (light)
 		effort = 1;
 	test_rng *r = &g_rng;
 	uint64_t max = n ? v[n - 1] : 0;
-	unsigned l = ref_low_bits(n, max);
+	unsigned l = test_ef_ref_low_bits(n, max);
 
 	/* get */
 	for (uint64_t i = 0; i < n; i++) {
@@ -366,22 +259,22 @@ static void check_queries(const kvs_ef *ef, const uint64_t *v, uint64_t n,
 		kvs_status st = kvs_ef_get(ef, i, &x);
 		EXPECT_ST(st, KVS_OK, "kvs_ef_get(%" PRIu64 ")", i);
 		EXPECT_U64(x, v[i], "kvs_ef_get(%" PRIu64 ") of %" PRIu64, i,
-			   n);
+		           n);
 	}
-	static const uint64_t beyond[] = { 0, 1, 2, 255, 256, 1ull << 32,
-					   U64MAX / 2 };
+	static const uint64_t beyond[] = {0,   1,          2,         255,
+	                                  256, 1ull << 32, U64MAX / 2};
 	for (size_t k = 0; k < sizeof beyond / sizeof beyond[0]; k++) {
 		uint64_t x;
 		uint64_t i = n + beyond[k];
 		if (i < n)
 			continue;
 		EXPECT_ST(kvs_ef_get(ef, i, &x), KVS_E_RANGE,
-			  "kvs_ef_get(%" PRIu64 "), count %" PRIu64, i, n);
+		          "kvs_ef_get(%" PRIu64 "), count %" PRIu64, i, n);
 	}
 	{
 		uint64_t x;
 		EXPECT_ST(kvs_ef_get(ef, U64MAX, &x), KVS_E_RANGE,
-			  "kvs_ef_get(2^64-1)");
+		          "kvs_ef_get(2^64-1)");
 	}
 
 	/* next_geq: every element value, its neighbours and its bucket's
@@ -398,8 +291,9 @@ static void check_queries(const kvs_ef *ef, const uint64_t *v, uint64_t n,
 		if (l > 0) {
 			uint64_t h = x >> l;
 			probe_next_geq(ef, v, n, h << l, false);
-			probe_next_geq(ef, v, n, (h << l) | (((uint64_t)1 << l) - 1),
-				       false);
+			probe_next_geq(ef, v, n,
+			               (h << l) | (((uint64_t)1 << l) - 1),
+			               false);
 			if (h + 1 <= (U64MAX >> l))
 				probe_next_geq(ef, v, n, (h + 1) << l, false);
 		}
@@ -434,35 +328,36 @@ static void check_queries(const kvs_ef *ef, const uint64_t *v, uint64_t n,
 			walk_cursor(ef, v, n, i, 2);
 	kvs_ef_cursor c;
 	EXPECT_ST(kvs_ef_cursor_seek(&c, ef, n), KVS_OK,
-		  "kvs_ef_cursor_seek(count = %" PRIu64 ")", n);
+	          "kvs_ef_cursor_seek(count = %" PRIu64 ")", n);
 	if (kvs_ef_cursor_valid(&c))
 		FAILF("cursor valid after kvs_ef_cursor_seek(count)");
 	EXPECT_NOT_OK(kvs_ef_cursor_seek(&c, ef, n + 1),
-		      "kvs_ef_cursor_seek(count + 1 = %" PRIu64 ")", n + 1);
+	              "kvs_ef_cursor_seek(count + 1 = %" PRIu64 ")", n + 1);
 	EXPECT_NOT_OK(kvs_ef_cursor_seek(&c, ef, U64MAX),
-		      "kvs_ef_cursor_seek(2^64-1)");
+	              "kvs_ef_cursor_seek(2^64-1)");
 }
 
-/* ---- the full check of one sequence --------------------------------------- */
+/* ---- the full check of one sequence ---------------------------------------
+ */
 
 static void check_sequence(const char *name, const uint64_t *v_in, uint64_t n,
-			   unsigned effort)
+                           unsigned effort)
 {
 	g_seq = name;
 	g_mode = "build";
 	uint64_t max = n ? v_in[n - 1] : 0;
-	layout L = ref_layout(n, max);
+	test_ef_layout L = test_ef_ref_layout(n, max);
 	uint64_t *v = heap_copy(v_in, n);
 
 	EXPECT_U64(kvs_ef_low_bits(n, max), L.l,
-		   "kvs_ef_low_bits(%" PRIu64 ", %" PRIu64 ")", n, max);
+	           "kvs_ef_low_bits(%" PRIu64 ", %" PRIu64 ")", n, max);
 	size_t sz = 0;
 	EXPECT_ST(kvs_ef_size(n, max, &sz), KVS_OK, "kvs_ef_size");
 	EXPECT_U64(sz, L.size,
-		   "kvs_ef_size(%" PRIu64 ", %" PRIu64 ") vs the layout", n,
-		   max);
+	           "kvs_ef_size(%" PRIu64 ", %" PRIu64 ") vs the layout", n,
+	           max);
 
-	guarded gb = { 0 }, gs = { 0 };
+	guarded gb = {0}, gs = {0};
 	assert_int_equal(guarded_alloc(&gb, sz), 0);
 	assert_int_equal(guarded_alloc(&gs, sz), 0);
 	memset(gb.data, 0xA5, sz);
@@ -472,11 +367,11 @@ static void check_sequence(const char *name, const uint64_t *v_in, uint64_t n,
 
 	kvs_ef_builder b;
 	EXPECT_ST(kvs_ef_builder_init(&b, n, max, gs.data, sz), KVS_OK,
-		  "kvs_ef_builder_init");
+	          "kvs_ef_builder_init");
 	for (uint64_t i = 0; i < n; i++)
 		EXPECT_ST(kvs_ef_builder_push(&b, v[i]), KVS_OK,
-			  "kvs_ef_builder_push(%" PRIu64 ") at index %" PRIu64,
-			  v[i], i);
+		          "kvs_ef_builder_push(%" PRIu64 ") at index %" PRIu64,
+		          v[i], i);
 	EXPECT_ST(kvs_ef_builder_finish(&b), KVS_OK, "kvs_ef_builder_finish");
 	if (memcmp(gb.data, gs.data, sz) != 0) {
 		size_t k = 0;
@@ -495,8 +390,8 @@ static void check_sequence(const char *name, const uint64_t *v_in, uint64_t n,
 		while (ref[k] == gb.data[k])
 			k++;
 		FAILF("output differs from the documented layout at byte %zu "
-		      "(%s) of %zu: got 0x%02x, expected 0x%02x (count %"
-		      PRIu64 ", max %" PRIu64 ", l %u)",
+		      "(%s) of %zu: got 0x%02x, expected 0x%02x (count %" PRIu64
+		      ", max %" PRIu64 ", l %u)",
 		      k, section_of(&L, k), sz, gb.data[k], ref[k], n, max,
 		      L.l);
 	}
@@ -518,7 +413,8 @@ static void check_sequence(const char *name, const uint64_t *v_in, uint64_t n,
 	g_mode = "";
 }
 
-/* ---- sequence generators ---------------------------------------------------- */
+/* ---- sequence generators ----------------------------------------------------
+ */
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -534,7 +430,7 @@ static uint64_t *gen_uniform(uint64_t n, uint64_t lo, uint64_t hi)
 	uint64_t span = hi - lo + 1; /* 0 means the whole universe */
 	for (uint64_t i = 0; i < n; i++)
 		v[i] = lo + (span ? test_rng_below(&g_rng, span)
-				  : test_rng_next(&g_rng));
+		                  : test_rng_next(&g_rng));
 	qsort(v, (size_t)n, sizeof *v, cmp_u64);
 	return v;
 }
@@ -548,7 +444,8 @@ static uint64_t *gen_fill(uint64_t n, uint64_t first, uint64_t step)
 	return v;
 }
 
-/* ---- tests: valid sequences -------------------------------------------------- */
+/* ---- tests: valid sequences
+ * -------------------------------------------------- */
 
 static void test_low_bits_formula(void **state)
 {
@@ -558,27 +455,40 @@ static void test_low_bits_formula(void **state)
 		uint64_t n, max;
 		unsigned l;
 	} known[] = {
-		{ 0, 0, 0 },	      { 0, 5, 0 },	    { 0, U64MAX, 0 },
-		{ 1, 0, 0 },	      { 1, 1, 0 },	    { 1, 2, 1 },
-		{ 1, 3, 1 },	      { 1, 4, 2 },	    { 3, 5, 0 },
-		{ 3, 6, 1 },	      { 1000, 999, 0 },     { 1000, 2000, 1 },
-		{ 1000, 1999, 0 },    { 1, U64MAX, 63 },    { 1, 1ull << 63, 63 },
-		{ 1, (1ull << 63) - 1, 62 }, { 2, U64MAX, 62 },
-		{ U64MAX, U64MAX, 0 }, { 1ull << 48, U64MAX, 15 },
-		{ 1ull << 48, 0, 0 },
+	    {0, 0, 0},
+	    {0, 5, 0},
+	    {0, U64MAX, 0},
+	    {1, 0, 0},
+	    {1, 1, 0},
+	    {1, 2, 1},
+	    {1, 3, 1},
+	    {1, 4, 2},
+	    {3, 5, 0},
+	    {3, 6, 1},
+	    {1000, 999, 0},
+	    {1000, 2000, 1},
+	    {1000, 1999, 0},
+	    {1, U64MAX, 63},
+	    {1, 1ull << 63, 63},
+	    {1, (1ull << 63) - 1, 62},
+	    {2, U64MAX, 62},
+	    {U64MAX, U64MAX, 0},
+	    {1ull << 48, U64MAX, 15},
+	    {1ull << 48, 0, 0},
 	};
 	for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) {
-		assert_int_equal(ref_low_bits(known[k].n, known[k].max),
-				 known[k].l);
+		assert_int_equal(test_ef_ref_low_bits(known[k].n, known[k].max),
+		                 known[k].l);
 		EXPECT_U64(kvs_ef_low_bits(known[k].n, known[k].max),
-			   known[k].l,
-			   "kvs_ef_low_bits(%" PRIu64 ", %" PRIu64 ")",
-			   known[k].n, known[k].max);
+		           known[k].l,
+		           "kvs_ef_low_bits(%" PRIu64 ", %" PRIu64 ")",
+		           known[k].n, known[k].max);
 	}
 	for (int t = 0; t < 100000; t++) {
 		uint64_t n = test_rng_wide(&g_rng), max = test_rng_wide(&g_rng);
-		EXPECT_U64(kvs_ef_low_bits(n, max), ref_low_bits(n, max),
-			   "kvs_ef_low_bits(%" PRIu64 ", %" PRIu64 ")", n, max);
+		EXPECT_U64(kvs_ef_low_bits(n, max),
+		           test_ef_ref_low_bits(n, max),
+		           "kvs_ef_low_bits(%" PRIu64 ", %" PRIu64 ")", n, max);
 	}
 }
 
@@ -587,20 +497,20 @@ static void test_size_limits(void **state)
 	(void)state;
 	g_seq = "kvs_ef_size limits";
 	size_t sz;
-	static const uint64_t maxes[] = { 0, 1, 1ull << 48, 1ull << 62, U64MAX };
+	static const uint64_t maxes[] = {0, 1, 1ull << 48, 1ull << 62, U64MAX};
 	for (size_t k = 0; k < sizeof maxes / sizeof maxes[0]; k++) {
 		uint64_t max = maxes[k];
 		EXPECT_ST(kvs_ef_size(KVS_EF_MAX_COUNT, max, &sz), KVS_OK,
-			  "kvs_ef_size(KVS_EF_MAX_COUNT, %" PRIu64 ")", max);
-		EXPECT_U64(sz, ref_layout(KVS_EF_MAX_COUNT, max).size,
-			   "kvs_ef_size(KVS_EF_MAX_COUNT, %" PRIu64 ")", max);
-		EXPECT_ST(kvs_ef_size(KVS_EF_MAX_COUNT + 1, max, &sz),
-			  KVS_E_RANGE,
-			  "kvs_ef_size(KVS_EF_MAX_COUNT + 1, %" PRIu64 ")", max);
+		          "kvs_ef_size(KVS_EF_MAX_COUNT, %" PRIu64 ")", max);
+		EXPECT_U64(sz, test_ef_ref_layout(KVS_EF_MAX_COUNT, max).size,
+		           "kvs_ef_size(KVS_EF_MAX_COUNT, %" PRIu64 ")", max);
+		EXPECT_ST(
+		    kvs_ef_size(KVS_EF_MAX_COUNT + 1, max, &sz), KVS_E_RANGE,
+		    "kvs_ef_size(KVS_EF_MAX_COUNT + 1, %" PRIu64 ")", max);
 		EXPECT_ST(kvs_ef_size(1ull << 63, max, &sz), KVS_E_RANGE,
-			  "kvs_ef_size(2^63, %" PRIu64 ")", max);
+		          "kvs_ef_size(2^63, %" PRIu64 ")", max);
 		EXPECT_ST(kvs_ef_size(U64MAX, max, &sz), KVS_E_RANGE,
-			  "kvs_ef_size(2^64-1, %" PRIu64 ")", max);
+		          "kvs_ef_size(2^64-1, %" PRIu64 ")", max);
 	}
 	for (int t = 0; t < 10000; t++) {
 		uint64_t n = test_rng_below(&g_rng, KVS_EF_MAX_COUNT + 1);
@@ -610,9 +520,9 @@ static void test_size_limits(void **state)
 		if (n == 0)
 			max = 0;
 		EXPECT_ST(kvs_ef_size(n, max, &sz), KVS_OK,
-			  "kvs_ef_size(%" PRIu64 ", %" PRIu64 ")", n, max);
-		EXPECT_U64(sz, ref_layout(n, max).size,
-			   "kvs_ef_size(%" PRIu64 ", %" PRIu64 ")", n, max);
+		          "kvs_ef_size(%" PRIu64 ", %" PRIu64 ")", n, max);
+		EXPECT_U64(sz, test_ef_ref_layout(n, max).size,
+		           "kvs_ef_size(%" PRIu64 ", %" PRIu64 ")", n, max);
 	}
 }
 
@@ -626,7 +536,7 @@ static void test_empty(void **state)
 	uint8_t out[KVS_EF_HEADER_BYTES];
 	kvs_ef_builder b;
 	EXPECT_ST(kvs_ef_builder_init(&b, 0, 0, out, sizeof out), KVS_OK,
-		  "init(0, 0)");
+	          "init(0, 0)");
 	EXPECT_ST(kvs_ef_builder_push(&b, 0), KVS_E_RANGE, "push onto count 0");
 	EXPECT_ST(kvs_ef_builder_finish(&b), KVS_OK, "finish(count 0)");
 	kvs_ef ef;
@@ -639,23 +549,23 @@ static void test_empty(void **state)
 static void test_single_element(void **state)
 {
 	(void)state;
-	uint64_t vals[] = { 0,
-			    1,
-			    2,
-			    3,
-			    255,
-			    256,
-			    (1ull << 32) - 1,
-			    1ull << 32,
-			    (1ull << 62) + 12345,
-			    (1ull << 63) - 1,
-			    1ull << 63,
-			    U64MAX - 1,
-			    U64MAX,
-			    0,
-			    0,
-			    0,
-			    0 };
+	uint64_t vals[] = {0,
+	                   1,
+	                   2,
+	                   3,
+	                   255,
+	                   256,
+	                   (1ull << 32) - 1,
+	                   1ull << 32,
+	                   (1ull << 62) + 12345,
+	                   (1ull << 63) - 1,
+	                   1ull << 63,
+	                   U64MAX - 1,
+	                   U64MAX,
+	                   0,
+	                   0,
+	                   0,
+	                   0};
 	for (size_t k = 13; k < sizeof vals / sizeof vals[0]; k++)
 		vals[k] = test_rng_wide(&g_rng);
 	char name[64];
@@ -668,16 +578,16 @@ static void test_single_element(void **state)
 static void test_all_equal(void **state)
 {
 	(void)state;
-	static const uint64_t vals[] = { 0, 1, 12345, 1ull << 63, U64MAX - 1,
-					 U64MAX };
-	static const uint64_t ns[] = { 2, 3, 64, 255, 256, 257, 1000 };
+	static const uint64_t vals[] = {0,          1,          12345,
+	                                1ull << 63, U64MAX - 1, U64MAX};
+	static const uint64_t ns[] = {2, 3, 64, 255, 256, 257, 1000};
 	char name[96];
 	for (size_t a = 0; a < sizeof vals / sizeof vals[0]; a++)
 		for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++) {
 			uint64_t *v = gen_fill(ns[b], vals[a], 0);
 			snprintf(name, sizeof name,
-				 "%" PRIu64 " copies of %" PRIu64, ns[b],
-				 vals[a]);
+			         "%" PRIu64 " copies of %" PRIu64, ns[b],
+			         vals[a]);
 			check_sequence(name, v, ns[b], 1);
 			free(v);
 		}
@@ -686,12 +596,12 @@ static void test_all_equal(void **state)
 static void test_dense_and_strided(void **state)
 {
 	(void)state;
-	static const uint64_t ns[] = { 1,    2,	   3,	 63,   64,   65,  127,
-				       128,  129,  255,	 256,  257,  511, 512,
-				       513,  1023, 1024, 1025, 2047, 2048, 2049,
-				       3071, 3073, 4095, 4096, 4097, 5119, 5121,
-				       8191, 8193, 65535, 65537, 100000 };
-	static const uint64_t steps[] = { 1, 2, 3, 7, 64, 1000, 1ull << 40 };
+	static const uint64_t ns[] = {
+	    1,    2,    3,    63,    64,    65,    127,  128,  129,
+	    255,  256,  257,  511,   512,   513,   1023, 1024, 1025,
+	    2047, 2048, 2049, 3071,  3073,  4095,  4096, 4097, 5119,
+	    5121, 8191, 8193, 65535, 65537, 100000};
+	static const uint64_t steps[] = {1, 2, 3, 7, 64, 1000, 1ull << 40};
 	char name[128];
 	for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
 		uint64_t n = ns[a];
@@ -703,25 +613,25 @@ static void test_dense_and_strided(void **state)
 				continue;
 			uint64_t *v = gen_fill(n, 0, steps[s]);
 			snprintf(name, sizeof name,
-				 "0, %" PRIu64 ", ... (%" PRIu64 " values)",
-				 steps[s], n);
+			         "0, %" PRIu64 ", ... (%" PRIu64 " values)",
+			         steps[s], n);
 			check_sequence(name, v, n, effort);
 			free(v);
 		}
 		/* Dense runs starting elsewhere and ending at the top. */
 		uint64_t *v = gen_fill(n, 1000003, 1);
 		snprintf(name, sizeof name, "dense from 1000003 (%" PRIu64 ")",
-			 n);
+		         n);
 		check_sequence(name, v, n, effort);
 		free(v);
 		v = gen_fill(n, U64MAX - n + 1, 1);
-		snprintf(name, sizeof name, "dense ending at 2^64-1 (%" PRIu64
-			 ")", n);
+		snprintf(name, sizeof name,
+		         "dense ending at 2^64-1 (%" PRIu64 ")", n);
 		check_sequence(name, v, n, effort);
 		free(v);
 		v = gen_fill(n, U64MAX - n, 1);
-		snprintf(name, sizeof name, "dense ending at 2^64-2 (%" PRIu64
-			 ")", n);
+		snprintf(name, sizeof name,
+		         "dense ending at 2^64-2 (%" PRIu64 ")", n);
 		check_sequence(name, v, n, effort);
 		free(v);
 	}
@@ -730,8 +640,8 @@ static void test_dense_and_strided(void **state)
 static void test_sparse(void **state)
 {
 	(void)state;
-	static const uint64_t ns[] = { 2, 3, 10, 100, 255, 256, 257, 1000,
-				       4097, 20000 };
+	static const uint64_t ns[] = {2,   3,   10,   100,  255,
+	                              256, 257, 1000, 4097, 20000};
 	char name[128];
 	for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
 		uint64_t n = ns[a];
@@ -755,7 +665,8 @@ static void test_sparse(void **state)
 		uint64_t x = test_rng_below(&g_rng, 1000);
 		for (uint64_t i = 0; i < n; i++) {
 			if (test_rng_below(&g_rng, 50) == 0)
-				x += (1ull << 40) + test_rng_below(&g_rng, 1u << 20);
+				x += (1ull << 40) +
+				     test_rng_below(&g_rng, 1u << 20);
 			else
 				x += test_rng_below(&g_rng, 3);
 			v[i] = x;
@@ -770,20 +681,20 @@ static void test_universe_edges(void **state)
 {
 	(void)state;
 	char name[128];
-	static const uint64_t fixed0[] = { 0, U64MAX };
-	static const uint64_t fixed1[] = { U64MAX - 1, U64MAX };
-	static const uint64_t fixed2[] = { 0, 1ull << 63, U64MAX };
-	static const uint64_t fixed3[] = { U64MAX, U64MAX };
-	static const uint64_t fixed4[] = { 0, 0, U64MAX - 1 };
-	static const uint64_t fixed5[] = { 1, (1ull << 63) - 1, 1ull << 63,
-					   U64MAX };
+	static const uint64_t fixed0[] = {0, U64MAX};
+	static const uint64_t fixed1[] = {U64MAX - 1, U64MAX};
+	static const uint64_t fixed2[] = {0, 1ull << 63, U64MAX};
+	static const uint64_t fixed3[] = {U64MAX, U64MAX};
+	static const uint64_t fixed4[] = {0, 0, U64MAX - 1};
+	static const uint64_t fixed5[] = {1, (1ull << 63) - 1, 1ull << 63,
+	                                  U64MAX};
 	check_sequence("{0, 2^64-1}", fixed0, 2, 4);
 	check_sequence("{2^64-2, 2^64-1}", fixed1, 2, 4);
 	check_sequence("{0, 2^63, 2^64-1}", fixed2, 3, 4);
 	check_sequence("{2^64-1, 2^64-1}", fixed3, 2, 4);
 	check_sequence("{0, 0, 2^64-2}", fixed4, 3, 4);
 	check_sequence("{1, 2^63-1, 2^63, 2^64-1}", fixed5, 4, 4);
-	static const uint64_t ns[] = { 2, 5, 100, 256, 257, 1000, 5000 };
+	static const uint64_t ns[] = {2, 5, 100, 256, 257, 1000, 5000};
 	for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
 		uint64_t n = ns[a];
 		/* Random values (with duplicates) in the top 5000, ending at
@@ -793,8 +704,8 @@ static void test_universe_edges(void **state)
 			uint64_t *v = gen_uniform(n, hi - 4999, hi);
 			v[n - 1] = hi;
 			snprintf(name, sizeof name,
-				 "top 5000 ending at 2^64-%d (%" PRIu64 ")",
-				 1 + top, n);
+			         "top 5000 ending at 2^64-%d (%" PRIu64 ")",
+			         1 + top, n);
 			check_sequence(name, v, n, 2);
 			free(v);
 		}
@@ -805,7 +716,7 @@ static void test_universe_edges(void **state)
 		check_sequence(name, v, n, 2);
 		v[0] = 0;
 		snprintf(name, sizeof name, "0 then upper half (%" PRIu64 ")",
-			 n);
+		         n);
 		check_sequence(name, v, n, 2);
 		free(v);
 	}
@@ -816,9 +727,9 @@ static void test_universe_edges(void **state)
 static void test_every_low_width(void **state)
 {
 	(void)state;
-	static const uint64_t ns[] = { 1, 2, 3, 5, 64, 257, 1000 };
+	static const uint64_t ns[] = {1, 2, 3, 5, 64, 257, 1000};
 	char name[128];
-	int seen[64] = { 0 };
+	int seen[64] = {0};
 	for (unsigned l = 0; l < 64; l++) {
 		for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
 			uint64_t n = ns[a];
@@ -826,21 +737,26 @@ static void test_every_low_width(void **state)
 				continue;
 			uint64_t lo = l == 0 ? 0 : n << l;
 			uint64_t hi = (n == ((uint64_t)1 << (63 - l)))
-					      ? U64MAX
-					      : (n << (l + 1)) - 1;
+			                  ? U64MAX
+			                  : (n << (l + 1)) - 1;
 			if (l == 0)
 				hi = 2 * n - 1; /* max/n <= 1: l is 0 */
 			for (int variant = 0; variant < 3; variant++) {
-				uint64_t max = variant == 0   ? lo
-					       : variant == 1 ? hi
-							      : lo + test_rng_below(&g_rng, hi - lo + 1);
+				uint64_t max =
+				    variant == 0 ? lo
+				    : variant == 1
+				        ? hi
+				        : lo + test_rng_below(&g_rng,
+				                              hi - lo + 1);
 				uint64_t *v = gen_uniform(n, 0, max);
 				v[n - 1] = max;
-				assert_int_equal(ref_low_bits(n, max), l);
+				assert_int_equal(test_ef_ref_low_bits(n, max),
+				                 l);
 				seen[l]++;
 				snprintf(name, sizeof name,
-					 "l = %u, count %" PRIu64
-					 ", max %" PRIu64, l, n, max);
+				         "l = %u, count %" PRIu64
+				         ", max %" PRIu64,
+				         l, n, max);
 				check_sequence(name, v, n, 1);
 				free(v);
 			}
@@ -853,7 +769,7 @@ static void test_every_low_width(void **state)
 static void test_duplicates(void **state)
 {
 	(void)state;
-	static const uint64_t ns[] = { 10, 255, 256, 257, 600, 2000, 10000 };
+	static const uint64_t ns[] = {10, 255, 256, 257, 600, 2000, 10000};
 	char name[128];
 	for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
 		uint64_t n = ns[a];
@@ -866,8 +782,8 @@ static void test_duplicates(void **state)
 		for (uint64_t i = 1; i < n; i++)
 			if (test_rng_below(&g_rng, 3) == 0)
 				v[i] = v[i - 1];
-		snprintf(name, sizeof name, "random, 1/3 repeated (%" PRIu64
-			 ")", n);
+		snprintf(name, sizeof name,
+		         "random, 1/3 repeated (%" PRIu64 ")", n);
 		check_sequence(name, v, n, 2);
 		free(v);
 		/* Long runs of one value (up to 600 long, crossing sample
@@ -899,10 +815,9 @@ static void test_duplicates(void **state)
 static void test_sample_boundaries(void **state)
 {
 	(void)state;
-	static const uint64_t ns[] = { 255,  256,  257,	 511,  512,  513,
-				       767,  768,  769,	 1023, 1024, 1025,
-				       2047, 2049, 4095, 4097, 16383, 16385,
-				       65535, 65537 };
+	static const uint64_t ns[] = {
+	    255,  256,  257,  511,  512,  513,  767,   768,   769,   1023,
+	    1024, 1025, 2047, 2049, 4095, 4097, 16383, 16385, 65535, 65537};
 	char name[128];
 	for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
 		uint64_t n = ns[a];
@@ -916,21 +831,22 @@ static void test_sample_boundaries(void **state)
 		uint64_t cnt = z / 2 + 1 + test_rng_below(&g_rng, z / 2 + 1);
 		v = gen_uniform(cnt, 0, z);
 		v[cnt - 1] = z;
-		assert_int_equal(ref_low_bits(cnt, z), 0);
+		assert_int_equal(test_ef_ref_low_bits(cnt, z), 0);
 		snprintf(name, sizeof name,
-			 "zero count %" PRIu64 ", count %" PRIu64 ", l 0", z,
-			 cnt);
+		         "zero count %" PRIu64 ", count %" PRIu64 ", l 0", z,
+		         cnt);
 		check_sequence(name, v, cnt, effort);
 		free(v);
 		/* Zero count exactly z with l = 4: max >> 4 == z. */
 		uint64_t max = (z << 4) | test_rng_below(&g_rng, 16);
 		cnt = max / 24;
-		if (cnt > 0 && ref_low_bits(cnt, max) == 4) {
+		if (cnt > 0 && test_ef_ref_low_bits(cnt, max) == 4) {
 			v = gen_uniform(cnt, 0, max);
 			v[cnt - 1] = max;
 			snprintf(name, sizeof name,
-				 "zero count %" PRIu64 ", count %" PRIu64
-				 ", l 4", z, cnt);
+			         "zero count %" PRIu64 ", count %" PRIu64
+			         ", l 4",
+			         z, cnt);
 			check_sequence(name, v, cnt, effort);
 			free(v);
 		}
@@ -940,7 +856,8 @@ static void test_sample_boundaries(void **state)
 		for (int d = -1; d <= 1; d += 2) {
 			uint64_t n = 1024 * k + (uint64_t)(int64_t)d;
 			uint64_t *v = gen_uniform(n, 0, 3 * n);
-			snprintf(name, sizeof name, "1024*%" PRIu64 "%+d", k, d);
+			snprintf(name, sizeof name, "1024*%" PRIu64 "%+d", k,
+			         d);
 			check_sequence(name, v, n, 1);
 			free(v);
 		}
@@ -968,7 +885,8 @@ static void test_large(void **state)
 	free(v);
 }
 
-/* ---- tests: the builder's errors --------------------------------------------- */
+/* ---- tests: the builder's errors
+ * --------------------------------------------- */
 
 static void test_builder_errors(void **state)
 {
@@ -977,7 +895,7 @@ static void test_builder_errors(void **state)
 	g_mode = "build";
 	kvs_ef_builder b;
 	size_t sz;
-	const uint64_t want[] = { 10, 10, 50, 60, 100 };
+	const uint64_t want[] = {10, 10, 50, 60, 100};
 	EXPECT_ST(kvs_ef_size(5, 100, &sz), KVS_OK, "size");
 	uint8_t *out = calloc(1, sz + 64), *ref = calloc(1, sz);
 	assert_non_null(out);
@@ -987,21 +905,20 @@ static void test_builder_errors(void **state)
 	/* Order and range errors leave the builder usable. */
 	EXPECT_ST(kvs_ef_builder_init(&b, 5, 100, out, sz), KVS_OK, "init");
 	EXPECT_ST(kvs_ef_builder_push(&b, 101), KVS_E_ORDER,
-		  "first push above max");
+	          "first push above max");
 	EXPECT_ST(kvs_ef_builder_push(&b, U64MAX), KVS_E_ORDER,
-		  "first push 2^64-1 above max");
+	          "first push 2^64-1 above max");
 	EXPECT_ST(kvs_ef_builder_push(&b, 10), KVS_OK, "push 10");
 	EXPECT_ST(kvs_ef_builder_push(&b, 9), KVS_E_ORDER, "push 9 after 10");
 	EXPECT_ST(kvs_ef_builder_push(&b, 0), KVS_E_ORDER, "push 0 after 10");
 	EXPECT_ST(kvs_ef_builder_push(&b, 10), KVS_OK, "push 10 again");
 	EXPECT_ST(kvs_ef_builder_push(&b, 50), KVS_OK, "push 50");
-	EXPECT_ST(kvs_ef_builder_push(&b, 101), KVS_E_ORDER,
-		  "push above max");
+	EXPECT_ST(kvs_ef_builder_push(&b, 101), KVS_E_ORDER, "push above max");
 	EXPECT_ST(kvs_ef_builder_push(&b, 60), KVS_OK, "push 60");
 	EXPECT_ST(kvs_ef_builder_push(&b, 100), KVS_OK, "push 100");
 	EXPECT_ST(kvs_ef_builder_push(&b, 100), KVS_E_RANGE, "sixth push");
 	EXPECT_ST(kvs_ef_builder_push(&b, 101), KVS_E_RANGE,
-		  "sixth push, above max");
+	          "sixth push, above max");
 	EXPECT_ST(kvs_ef_builder_finish(&b), KVS_OK, "finish");
 	if (memcmp(out, ref, sz) != 0)
 		FAILF("a builder that saw failed pushes wrote other bytes "
@@ -1019,21 +936,22 @@ static void test_builder_errors(void **state)
 	for (int i = 0; i < 4; i++)
 		EXPECT_ST(kvs_ef_builder_push(&b, want[i]), KVS_OK, "push");
 	EXPECT_ST(kvs_ef_builder_push(&b, 99), KVS_OK, "push 99");
-	EXPECT_ST(kvs_ef_builder_finish(&b), KVS_E_INVAL, "finish, last 99 "
-		  "!= max 100");
+	EXPECT_ST(kvs_ef_builder_finish(&b), KVS_E_INVAL,
+	          "finish, last 99 "
+	          "!= max 100");
 
 	/* Space. */
 	for (size_t len = 0; len < sz; len++)
 		EXPECT_ST(kvs_ef_builder_init(&b, 5, 100, out, len),
-			  KVS_E_NOSPACE, "init with out_len %zu < %zu", len,
-			  sz);
+		          KVS_E_NOSPACE, "init with out_len %zu < %zu", len,
+		          sz);
 	for (size_t len = 0; len < sz; len += 7)
 		EXPECT_ST(kvs_ef_build(want, 5, out, len), KVS_E_NOSPACE,
-			  "kvs_ef_build with out_len %zu < %zu", len, sz);
+		          "kvs_ef_build with out_len %zu < %zu", len, sz);
 	/* A larger region is fine and the first sz bytes are the same. */
 	memset(out, 0xEE, sz + 64);
 	EXPECT_ST(kvs_ef_builder_init(&b, 5, 100, out, sz + 64), KVS_OK,
-		  "init with a larger region");
+	          "init with a larger region");
 	for (int i = 0; i < 5; i++)
 		EXPECT_ST(kvs_ef_builder_push(&b, want[i]), KVS_OK, "push");
 	EXPECT_ST(kvs_ef_builder_finish(&b), KVS_OK, "finish");
@@ -1041,30 +959,30 @@ static void test_builder_errors(void **state)
 		FAILF("builder output in a larger region differs");
 	memset(out, 0xEE, sz + 64);
 	EXPECT_ST(kvs_ef_build(want, 5, out, sz + 64), KVS_OK,
-		  "kvs_ef_build into a larger region");
+	          "kvs_ef_build into a larger region");
 	if (memcmp(out, ref, sz) != 0)
 		FAILF("kvs_ef_build output in a larger region differs");
 
 	/* Count limit. */
-	EXPECT_NOT_OK(kvs_ef_builder_init(&b, KVS_EF_MAX_COUNT + 1, U64MAX,
-					  out, sz),
-		      "init with count KVS_EF_MAX_COUNT + 1");
+	EXPECT_NOT_OK(
+	    kvs_ef_builder_init(&b, KVS_EF_MAX_COUNT + 1, U64MAX, out, sz),
+	    "init with count KVS_EF_MAX_COUNT + 1");
 	EXPECT_NOT_OK(kvs_ef_builder_init(&b, U64MAX, U64MAX, out, sz),
-		      "init with count 2^64-1");
+	              "init with count 2^64-1");
 
 	/* kvs_ef_build with an unsorted array. */
-	static const uint64_t bad1[] = { 1, 3, 2, 4 };
-	static const uint64_t bad2[] = { 5, 5, 4, 5 };
-	static const uint64_t bad3[] = { U64MAX, 0, U64MAX };
+	static const uint64_t bad1[] = {1, 3, 2, 4};
+	static const uint64_t bad2[] = {5, 5, 4, 5};
+	static const uint64_t bad3[] = {U64MAX, 0, U64MAX};
 	size_t big = 4096;
 	uint8_t *o2 = calloc(1, big);
 	assert_non_null(o2);
 	EXPECT_ST(kvs_ef_build(bad1, 4, o2, big), KVS_E_ORDER,
-		  "kvs_ef_build {1, 3, 2, 4}");
+	          "kvs_ef_build {1, 3, 2, 4}");
 	EXPECT_ST(kvs_ef_build(bad2, 4, o2, big), KVS_E_ORDER,
-		  "kvs_ef_build {5, 5, 4, 5}");
+	          "kvs_ef_build {5, 5, 4, 5}");
 	EXPECT_ST(kvs_ef_build(bad3, 3, o2, big), KVS_E_ORDER,
-		  "kvs_ef_build {2^64-1, 0, 2^64-1}");
+	          "kvs_ef_build {2^64-1, 0, 2^64-1}");
 
 	/* count 1, max 0 and max 2^64-1. */
 	EXPECT_ST(kvs_ef_size(1, 0, &sz), KVS_OK, "size(1, 0)");
@@ -1074,40 +992,42 @@ static void test_builder_errors(void **state)
 	EXPECT_ST(kvs_ef_builder_finish(&b), KVS_OK, "finish");
 	EXPECT_ST(kvs_ef_size(1, U64MAX, &sz), KVS_OK, "size(1, 2^64-1)");
 	EXPECT_ST(kvs_ef_builder_init(&b, 1, U64MAX, o2, sz), KVS_OK,
-		  "init(1, 2^64-1)");
+	          "init(1, 2^64-1)");
 	EXPECT_ST(kvs_ef_builder_push(&b, U64MAX - 1), KVS_OK, "push 2^64-2");
 	EXPECT_ST(kvs_ef_builder_finish(&b), KVS_E_INVAL,
-		  "finish, last 2^64-2 != max");
+	          "finish, last 2^64-2 != max");
 	free(o2);
 	free(out);
 	free(ref);
 	g_mode = "";
 }
 
-/* ---- untrusted input ----------------------------------------------------------- */
+/* ---- untrusted input
+ * ----------------------------------------------------------- */
 
 /* Runs every query over an opened (maybe corrupt, maybe unvalidated)
  * sequence of len bytes: none may fault or read outside the data, get(i)
  * for i >= count is KVS_E_RANGE, next_geq returns an index <= count and
  * the cursor moves forward and ends. */
 static void exercise_untrusted(const kvs_ef *ef, const uint8_t *data,
-			       size_t len, unsigned seeks)
+                               size_t len, unsigned seeks)
 {
-	uint64_t n = get_le64(data);
+	uint64_t n = test_get_le64(data);
 	test_rng *r = &g_rng;
 	if (n > 8 * (uint64_t)len)
-		FAILF("kvs_ef_open accepted count %" PRIu64 " in %zu bytes",
-		      n, len);
+		FAILF("kvs_ef_open accepted count %" PRIu64 " in %zu bytes", n,
+		      len);
 	uint64_t x = 0, prev = 0;
 	for (uint64_t i = 0; i < n; i++) {
 		kvs_status st = kvs_ef_get(ef, i, &x);
-		uint64_t probes[2] = { (i & 1) ? x + 1 : x, prev - 1 };
+		uint64_t probes[2] = {(i & 1) ? x + 1 : x, prev - 1};
 		for (int k = 0; k < 2; k++) {
 			uint64_t y;
 			uint64_t idx = kvs_ef_next_geq(ef, probes[k], &y);
 			if (idx > n)
 				FAILF("next_geq(%" PRIu64 ") returned %" PRIu64
-				      " > count %" PRIu64, probes[k], idx, n);
+				      " > count %" PRIu64,
+				      probes[k], idx, n);
 		}
 		if (st == KVS_OK)
 			prev = x;
@@ -1115,13 +1035,15 @@ static void exercise_untrusted(const kvs_ef *ef, const uint8_t *data,
 	EXPECT_ST(kvs_ef_get(ef, n, &x), KVS_E_RANGE, "get(count)");
 	/* Probes in every part of [0, max], the last buckets above all
 	 * (their zeros are the last ones of the upper array). */
-	uint64_t max = get_le64(data + 8);
-	unsigned l = ref_low_bits(n, max);
+	uint64_t max = test_get_le64(data + 8);
+	unsigned l = test_ef_ref_low_bits(n, max);
 	uint64_t zeros = max >> l;
 	for (int k = 0; k < 40; k++) {
 		uint64_t probe;
 		if (k < 4)
-			probe = k == 0 ? 0 : k == 1 ? U64MAX : max - (uint64_t)(k - 2);
+			probe = k == 0   ? 0
+			        : k == 1 ? U64MAX
+			                 : max - (uint64_t)(k - 2);
 		else if (k < 20)
 			probe = (zeros - (uint64_t)(k - 4)) << l;
 		else if (k < 28)
@@ -1132,7 +1054,8 @@ static void exercise_untrusted(const kvs_ef *ef, const uint8_t *data,
 		uint64_t idx = kvs_ef_next_geq(ef, probe, (k & 1) ? NULL : &y);
 		if (idx > n)
 			FAILF("next_geq(%" PRIu64 ") returned %" PRIu64
-			      " > count %" PRIu64, probe, idx, n);
+			      " > count %" PRIu64,
+			      probe, idx, n);
 	}
 	kvs_ef_cursor c;
 	for (unsigned s = 0; s <= seeks; s++) {
@@ -1157,20 +1080,21 @@ static void exercise_untrusted(const kvs_ef *ef, const uint8_t *data,
  * max, re-encodes to the same bytes, and every query agrees with it. */
 static void check_validated(const kvs_ef *ef, const uint8_t *data, size_t len)
 {
-	uint64_t n = get_le64(data), max = get_le64(data + 8);
+	uint64_t n = test_get_le64(data), max = test_get_le64(data + 8);
 	uint64_t *d = malloc((size_t)(n ? n : 1) * sizeof *d);
 	assert_non_null(d);
 	for (uint64_t i = 0; i < n; i++)
 		EXPECT_ST(kvs_ef_get(ef, i, &d[i]), KVS_OK,
-			  "get(%" PRIu64 ") on validated data", i);
+		          "get(%" PRIu64 ") on validated data", i);
 	if (!is_monotone(d, n))
 		FAILF("validated data decodes to a non-monotone sequence");
 	if (n > 0 && d[n - 1] != max)
 		FAILF("validated data: last element %" PRIu64
-		      " != header max %" PRIu64, d[n - 1], max);
+		      " != header max %" PRIu64,
+		      d[n - 1], max);
 	if (n == 0 && max != 0)
 		FAILF("validated data: empty with max %" PRIu64, max);
-	layout L = ref_layout(n, max);
+	test_ef_layout L = test_ef_ref_layout(n, max);
 	if (L.size != len)
 		FAILF("validated data of %zu bytes, layout says %zu", len,
 		      L.size);
@@ -1194,8 +1118,8 @@ static void check_validated(const kvs_ef *ef, const uint8_t *data, size_t len)
  * returns 0 if open rejected, 1 if only open accepted, 2 if validate
  * accepted too. Successive calls alternate between the portable and the
  * accelerated paths (both run for every_mode). */
-static int try_untrusted_modes(const uint8_t *data, size_t len,
-			       unsigned seeks, bool every_mode)
+static int try_untrusted_modes(const uint8_t *data, size_t len, unsigned seeks,
+                               bool every_mode)
 {
 	static unsigned counter;
 	kvs_ef ef;
@@ -1207,7 +1131,7 @@ static int try_untrusted_modes(const uint8_t *data, size_t len,
 	for (unsigned mode = first; mode <= last; mode++) {
 		kvs_ef_set_portable(&ef, mode == 0);
 		g_mode = mode == 0 ? "unvalidated, portable"
-				   : "unvalidated, accelerated";
+		                   : "unvalidated, accelerated";
 		exercise_untrusted(&ef, data, len, seeks);
 	}
 	g_mode = saved;
@@ -1216,7 +1140,7 @@ static int try_untrusted_modes(const uint8_t *data, size_t len,
 	for (unsigned mode = first; mode <= last; mode++) {
 		kvs_ef_set_portable(&ef, mode == 0);
 		g_mode = mode == 0 ? "validated, portable"
-				   : "validated, accelerated";
+		                   : "validated, accelerated";
 		check_validated(&ef, data, len);
 	}
 	g_mode = saved;
@@ -1238,22 +1162,22 @@ typedef struct sample_seq {
 static size_t make_samples(sample_seq *s)
 {
 	size_t k = 0;
-	s[k++] = (sample_seq){ "empty", gen_fill(0, 0, 0), 0 };
-	s[k++] = (sample_seq){ "{2^64-1} (l 63)", gen_fill(1, U64MAX, 0), 1 };
-	s[k++] = (sample_seq){ "{0}", gen_fill(1, 0, 0), 1 };
-	s[k++] = (sample_seq){ "5 small", gen_uniform(5, 0, 40), 5 };
-	s[k++] = (sample_seq){ "300 random, max ~30n", gen_uniform(300, 0, 9000),
-			       300 };
-	s[k++] = (sample_seq){ "600 with duplicates, l 0",
-			       gen_uniform(600, 0, 700), 600 };
-	s[k++] = (sample_seq){ "dense 513", gen_fill(513, 0, 1), 513 };
-	s[k++] = (sample_seq){ "40 wide", gen_uniform(40, 0, U64MAX), 40 };
-	s[k++] = (sample_seq){ "1100, l 2", gen_uniform(1100, 0, 5000), 1100 };
+	s[k++] = (sample_seq){"empty", gen_fill(0, 0, 0), 0};
+	s[k++] = (sample_seq){"{2^64-1} (l 63)", gen_fill(1, U64MAX, 0), 1};
+	s[k++] = (sample_seq){"{0}", gen_fill(1, 0, 0), 1};
+	s[k++] = (sample_seq){"5 small", gen_uniform(5, 0, 40), 5};
+	s[k++] = (sample_seq){"300 random, max ~30n", gen_uniform(300, 0, 9000),
+	                      300};
+	s[k++] = (sample_seq){"600 with duplicates, l 0",
+	                      gen_uniform(600, 0, 700), 600};
+	s[k++] = (sample_seq){"dense 513", gen_fill(513, 0, 1), 513};
+	s[k++] = (sample_seq){"40 wide", gen_uniform(40, 0, U64MAX), 40};
+	s[k++] = (sample_seq){"1100, l 2", gen_uniform(1100, 0, 5000), 1100};
 	uint64_t *v = malloc(700 * sizeof *v);
 	assert_non_null(v);
 	for (uint64_t i = 0; i < 700; i++)
 		v[i] = i < 350 ? 3 : 1000;
-	s[k++] = (sample_seq){ "two clumps 700", v, 700 };
+	s[k++] = (sample_seq){"two clumps 700", v, 700};
 	return k;
 }
 
@@ -1265,7 +1189,7 @@ static void free_samples(sample_seq *s, size_t k)
 
 static uint8_t *encode_copy(const uint64_t *v, uint64_t n, size_t *len)
 {
-	layout L = ref_layout(n, n ? v[n - 1] : 0);
+	test_ef_layout L = test_ef_ref_layout(n, n ? v[n - 1] : 0);
 	uint8_t *p = malloc(L.size);
 	assert_non_null(p);
 	ref_encode(v, n, p);
@@ -1286,31 +1210,33 @@ static void test_open_rejects_lengths(void **state)
 		size_t sz;
 		uint8_t *enc = encode_copy(s[k].v, s[k].n, &sz);
 		for (size_t len = 0; len < sz; len++) {
-			guarded g = { 0 };
+			guarded g = {0};
 			assert_int_equal(guarded_alloc(&g, len), 0);
 			memcpy(g.data, enc, len);
 			kvs_ef ef;
 			EXPECT_NOT_OK(kvs_ef_open(&ef, g.data, len),
-				      "kvs_ef_open with %zu of %zu bytes", len,
-				      sz);
+			              "kvs_ef_open with %zu of %zu bytes", len,
+			              sz);
 			guarded_free(&g);
 		}
-		for (size_t extra = 1; extra <= 4096; extra += extra < 64 ? 1 : 509) {
+		for (size_t extra = 1; extra <= 4096;
+		     extra += extra < 64 ? 1 : 509) {
 			size_t len = sz + extra;
 			for (int fill = 0; fill < 2; fill++) {
-				guarded g = { 0 };
+				guarded g = {0};
 				assert_int_equal(guarded_alloc(&g, len), 0);
 				memset(g.data, fill ? 0xFF : 0, len);
 				memcpy(g.data, enc, sz);
 				kvs_ef ef;
 				EXPECT_NOT_OK(kvs_ef_open(&ef, g.data, len),
-					      "kvs_ef_open with %zu bytes, "
-					      "true size %zu", len, sz);
+				              "kvs_ef_open with %zu bytes, "
+				              "true size %zu",
+				              len, sz);
 				guarded_free(&g);
 			}
 		}
 		/* And the true length is accepted at the guard page. */
-		guarded g = { 0 };
+		guarded g = {0};
 		assert_int_equal(guarded_alloc(&g, sz), 0);
 		memcpy(g.data, enc, sz);
 		assert_int_equal(try_untrusted_modes(g.data, sz, 4, true), 2);
@@ -1335,21 +1261,21 @@ static void test_open_rejects_header(void **state)
 		size_t sz;
 		uint8_t *enc = encode_copy(s[k].v, s[k].n, &sz);
 		uint64_t n = s[k].n, max = n ? s[k].v[n - 1] : 0;
-		unsigned l = ref_low_bits(n, max);
-		guarded g = { 0 };
+		unsigned l = test_ef_ref_low_bits(n, max);
+		guarded g = {0};
 		assert_int_equal(guarded_alloc(&g, sz), 0);
 		kvs_ef ef;
 
 		/* version, low_bits, sample_shift, reserved bytes */
-		static const uint8_t versions[] = { 0, 2, 3, 0x81, 0xFF };
+		static const uint8_t versions[] = {0, 2, 3, 0x81, 0xFF};
 		for (size_t i = 0; i < sizeof versions; i++) {
 			memcpy(g.data, enc, sz);
 			g.data[16] = versions[i];
 			EXPECT_NOT_OK(kvs_ef_open(&ef, g.data, sz),
-				      "version %u", versions[i]);
+			              "version %u", versions[i]);
 		}
-		const unsigned lows[] = { l + 1, l - 1, 0, 1, 56, 57, 63, 64,
-					  65, 128, 255 };
+		const unsigned lows[] = {l + 1, l - 1, 0,  1,   56, 57,
+		                         63,    64,    65, 128, 255};
 		for (size_t i = 0; i < sizeof lows / sizeof lows[0]; i++) {
 			unsigned bad = lows[i] & 0xFF;
 			if (bad == l)
@@ -1357,41 +1283,41 @@ static void test_open_rejects_header(void **state)
 			memcpy(g.data, enc, sz);
 			g.data[17] = (uint8_t)bad;
 			EXPECT_NOT_OK(kvs_ef_open(&ef, g.data, sz),
-				      "low_bits %u instead of %u", bad, l);
+			              "low_bits %u instead of %u", bad, l);
 		}
-		static const uint8_t shifts[] = { 0, 1, 7, 9, 16, 255 };
+		static const uint8_t shifts[] = {0, 1, 7, 9, 16, 255};
 		for (size_t i = 0; i < sizeof shifts; i++) {
 			memcpy(g.data, enc, sz);
 			g.data[18] = shifts[i];
 			EXPECT_NOT_OK(kvs_ef_open(&ef, g.data, sz),
-				      "sample_shift %u", shifts[i]);
+			              "sample_shift %u", shifts[i]);
 		}
 		for (size_t off = 19; off < 24; off++) {
-			static const uint8_t vals[] = { 1, 0x80, 0xFF };
+			static const uint8_t vals[] = {1, 0x80, 0xFF};
 			for (size_t i = 0; i < sizeof vals; i++) {
 				memcpy(g.data, enc, sz);
 				g.data[off] = vals[i];
 				EXPECT_NOT_OK(kvs_ef_open(&ef, g.data, sz),
-					      "reserved byte %zu = 0x%02x",
-					      off, vals[i]);
+				              "reserved byte %zu = 0x%02x", off,
+				              vals[i]);
 			}
 		}
 
 		/* count and max */
-		const uint64_t counts[] = { n + 1,
-					    n - 1,
-					    0,
-					    2 * n,
-					    n + 63,
-					    n + 64,
-					    n + 256,
-					    n - 256,
-					    (1ull << 32) + n,
-					    KVS_EF_MAX_COUNT,
-					    KVS_EF_MAX_COUNT + 1,
-					    1ull << 60,
-					    1ull << 63,
-					    U64MAX };
+		const uint64_t counts[] = {n + 1,
+		                           n - 1,
+		                           0,
+		                           2 * n,
+		                           n + 63,
+		                           n + 64,
+		                           n + 256,
+		                           n - 256,
+		                           (1ull << 32) + n,
+		                           KVS_EF_MAX_COUNT,
+		                           KVS_EF_MAX_COUNT + 1,
+		                           1ull << 60,
+		                           1ull << 63,
+		                           U64MAX};
 		for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
 			if (counts[i] == n)
 				continue;
@@ -1404,17 +1330,17 @@ static void test_open_rejects_header(void **state)
 				      counts[i], n);
 			open_accepted += res == 1;
 		}
-		const uint64_t maxes[] = { max + 1,
-					   max - 1,
-					   0,
-					   1,
-					   max ^ (1ull << 63),
-					   max * 2,
-					   max + ((uint64_t)1 << l),
-					   max - ((uint64_t)1 << l),
-					   max + 256 * ((uint64_t)1 << l),
-					   U64MAX,
-					   U64MAX - 1 };
+		const uint64_t maxes[] = {max + 1,
+		                          max - 1,
+		                          0,
+		                          1,
+		                          max ^ (1ull << 63),
+		                          max * 2,
+		                          max + ((uint64_t)1 << l),
+		                          max - ((uint64_t)1 << l),
+		                          max + 256 * ((uint64_t)1 << l),
+		                          U64MAX,
+		                          U64MAX - 1};
 		for (size_t i = 0; i < sizeof maxes / sizeof maxes[0]; i++) {
 			if (maxes[i] == max)
 				continue;
@@ -1453,24 +1379,29 @@ static void test_open_rejects_crafted(void **state)
 	struct {
 		uint64_t n, max;
 	} cases[] = {
-		{ 0, 5 },	      { 0, 300 },	{ 0, U64MAX },
-		{ 1ull << 40, U64MAX }, { 1ull << 60, U64MAX },
-		{ 1ull << 63, U64MAX }, { U64MAX, U64MAX },
-		{ U64MAX, 0 },	      { KVS_EF_MAX_COUNT + 1, 0 },
+	    {0, 5},
+	    {0, 300},
+	    {0, U64MAX},
+	    {1ull << 40, U64MAX},
+	    {1ull << 60, U64MAX},
+	    {1ull << 63, U64MAX},
+	    {U64MAX, U64MAX},
+	    {U64MAX, 0},
+	    {KVS_EF_MAX_COUNT + 1, 0},
 	};
 	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
 		uint64_t n = cases[k].n, max = cases[k].max;
-		unsigned l = ref_low_bits(n, max);
+		unsigned l = test_ef_ref_low_bits(n, max);
 		/* The layout's length where it is small, else a few. */
-		size_t lens[4] = { 24, 64, 4096, 0 };
+		size_t lens[4] = {24, 64, 4096, 0};
 		size_t nl = 3;
 		if (n < 1000000) {
-			layout L = ref_layout(n, max);
+			test_ef_layout L = test_ef_ref_layout(n, max);
 			if (L.size < (1u << 20))
 				lens[nl++] = L.size;
 		}
 		for (size_t j = 0; j < nl; j++) {
-			guarded g = { 0 };
+			guarded g = {0};
 			assert_int_equal(guarded_alloc(&g, lens[j]), 0);
 			memset(g.data, 0, lens[j]);
 			put_le64(g.data, n);
@@ -1481,7 +1412,8 @@ static void test_open_rejects_crafted(void **state)
 			if (try_untrusted(g.data, lens[j], 2) == 2)
 				FAILF("crafted count %" PRIu64 ", max %" PRIu64
 				      " in %zu bytes accepted by open and "
-				      "validate", n, max, lens[j]);
+				      "validate",
+				      n, max, lens[j]);
 			guarded_free(&g);
 		}
 	}
@@ -1499,26 +1431,29 @@ static void test_validate_rejects(void **state)
 		g_seq = s[k].name;
 		g_mode = "validate";
 		uint64_t n = s[k].n, max = n ? s[k].v[n - 1] : 0;
-		layout L = ref_layout(n, max);
+		test_ef_layout L = test_ef_ref_layout(n, max);
 		size_t sz;
 		uint8_t *enc = encode_copy(s[k].v, n, &sz);
-		guarded g = { 0 };
+		guarded g = {0};
 		assert_int_equal(guarded_alloc(&g, sz), 0);
 		uint64_t *w = heap_copy(s[k].v, n);
 
 		/* Every bit of the upper array, padding included. */
 		for (uint64_t bit = 0; bit < 64 * L.upper_words; bit++) {
 			memcpy(g.data, enc, sz);
-			g.data[L.upper_off + bit / 8] ^= (uint8_t)(1u << (bit % 8));
+			g.data[L.upper_off + bit / 8] ^=
+			    (uint8_t)(1u << (bit % 8));
 			if (try_untrusted(g.data, sz, 1) == 2)
-				FAILF("flipped upper bit %" PRIu64 " of %" PRIu64
-				      " (%s) accepted", bit, L.upper_bits,
+				FAILF("flipped upper bit %" PRIu64
+				      " of %" PRIu64 " (%s) accepted",
+				      bit, L.upper_bits,
 				      bit < L.upper_bits ? "data" : "padding");
 		}
 		/* Low array padding bits. */
 		for (uint64_t bit = n * L.l; bit < 64 * L.low_words; bit++) {
 			memcpy(g.data, enc, sz);
-			g.data[L.low_off + bit / 8] |= (uint8_t)(1u << (bit % 8));
+			g.data[L.low_off + bit / 8] |=
+			    (uint8_t)(1u << (bit % 8));
 			if (try_untrusted(g.data, sz, 1) == 2)
 				FAILF("low padding bit %" PRIu64 " set "
 				      "(count * l = %" PRIu64 ") accepted",
@@ -1542,7 +1477,8 @@ static void test_validate_rejects(void **state)
 			uint64_t i = bit / L.l;
 			unsigned b = (unsigned)(bit % L.l);
 			memcpy(g.data, enc, sz);
-			g.data[L.low_off + bit / 8] ^= (uint8_t)(1u << (bit % 8));
+			g.data[L.low_off + bit / 8] ^=
+			    (uint8_t)(1u << (bit % 8));
 			w[i] ^= (uint64_t)1 << b;
 			bool valid = is_monotone(w, n) && w[n - 1] == max;
 			int res = try_untrusted(g.data, sz, 1);
@@ -1562,12 +1498,19 @@ static void test_validate_rejects(void **state)
 		uint64_t nsamples = L.one_samples + L.zero_samples;
 		for (uint64_t j = 0; j < nsamples; j++) {
 			size_t off = L.ones_off + 8 * j;
-			uint64_t orig = get_le64(enc + off);
-			uint64_t news[] = { orig + 1, orig - 1, 0, U64MAX,
-					    orig ^ (1ull << 63),
-					    orig ^ (1ull << 32), orig + 64,
-					    orig - 64, orig + 256, orig ^ 2,
-					    L.upper_bits, L.upper_bits - 1 };
+			uint64_t orig = test_get_le64(enc + off);
+			uint64_t news[] = {orig + 1,
+			                   orig - 1,
+			                   0,
+			                   U64MAX,
+			                   orig ^ (1ull << 63),
+			                   orig ^ (1ull << 32),
+			                   orig + 64,
+			                   orig - 64,
+			                   orig + 256,
+			                   orig ^ 2,
+			                   L.upper_bits,
+			                   L.upper_bits - 1};
 			for (size_t t = 0; t < sizeof news / sizeof news[0];
 			     t++) {
 				if (news[t] == orig)
@@ -1578,31 +1521,34 @@ static void test_validate_rejects(void **state)
 					FAILF("%s sample %" PRIu64 " changed "
 					      "from %" PRIu64 " to %" PRIu64
 					      " accepted",
-					      j < L.one_samples ? "one" : "zero",
+					      j < L.one_samples ? "one"
+					                        : "zero",
 					      j < L.one_samples
-						      ? j
-						      : j - L.one_samples,
+					          ? j
+					          : j - L.one_samples,
 					      orig, news[t]);
 			}
 		}
 		/* Adjacent samples swapped. */
 		for (uint64_t j = 0; j + 1 < nsamples; j++) {
 			size_t off = L.ones_off + 8 * j;
-			if (get_le64(enc + off) == get_le64(enc + off + 8))
+			if (test_get_le64(enc + off) ==
+			    test_get_le64(enc + off + 8))
 				continue;
 			memcpy(g.data, enc, sz);
 			memcpy(g.data + off, enc + off + 8, 8);
 			memcpy(g.data + off + 8, enc + off, 8);
 			if (try_untrusted(g.data, sz, 1) == 2)
 				FAILF("samples %" PRIu64 " and %" PRIu64
-				      " swapped and accepted", j, j + 1);
+				      " swapped and accepted",
+				      j, j + 1);
 		}
 		/* Two upper bits swapped (popcount kept): a one moved. */
 		for (uint64_t t = 0; t < 300 && L.upper_bits > 1; t++) {
 			uint64_t a = test_rng_below(&g_rng, L.upper_bits);
 			uint64_t c = test_rng_below(&g_rng, L.upper_bits);
-			bool ba = get_bit(enc + L.upper_off, a);
-			bool bc = get_bit(enc + L.upper_off, c);
+			bool ba = test_lsb_bit_at(enc + L.upper_off, a);
+			bool bc = test_lsb_bit_at(enc + L.upper_off, c);
 			if (ba == bc)
 				continue;
 			memcpy(g.data, enc, sz);
@@ -1618,7 +1564,8 @@ static void test_validate_rejects(void **state)
 		free(enc);
 	}
 	printf("[ INFO     ] %" PRIu64 " low-bit flips, %" PRIu64
-	       " of them still valid sequences\n", low_flips, low_flips_valid);
+	       " of them still valid sequences\n",
+	       low_flips, low_flips_valid);
 	free_samples(s, ns);
 	g_mode = "";
 }
@@ -1634,13 +1581,13 @@ static void test_mutation_fuzz(void **state)
 		g_seq = s[k].name;
 		g_mode = "fuzz";
 		uint64_t n = s[k].n, max = n ? s[k].v[n - 1] : 0;
-		layout L = ref_layout(n, max);
+		test_ef_layout L = test_ef_ref_layout(n, max);
 		size_t sz;
 		uint8_t *enc = encode_copy(s[k].v, n, &sz);
-		guarded g = { 0 };
-		front_guarded f = { 0 };
+		guarded g = {0};
+		guarded f = {0};
 		assert_int_equal(guarded_alloc(&g, sz), 0);
-		assert_int_equal(front_guarded_alloc(&f, sz), 0);
+		assert_int_equal(guarded_alloc_front(&f, sz), 0);
 		unsigned opened = 0, validated = 0;
 		for (unsigned it = 0; it < iters; it++) {
 			uint8_t *p = (it & 1) ? f.data : g.data;
@@ -1668,31 +1615,42 @@ static void test_mutation_fuzz(void **state)
 				case 4: /* count or max moved a little */
 					at = (rnd & 1) ? 8 : 0;
 					put_le64(p + at,
-						 get_le64(p + at) +
-							 (uint64_t)((int64_t)(rnd >> 56) - 128));
+					         test_get_le64(p + at) +
+					             (uint64_t)((int64_t)(rnd >>
+					                                  56) -
+					                        128));
 					break;
 				case 5: /* a whole word of the body */
 					if (sz > 24) {
-						at = 24 + 8 * (size_t)test_rng_below(
-								      &g_rng, (sz - 24) / 8);
+						at = 24 +
+						     8 * (size_t)test_rng_below(
+						             &g_rng,
+						             (sz - 24) / 8);
 						put_le64(p + at,
-							 (rnd & 3) == 0	  ? 0
-							 : (rnd & 3) == 1 ? U64MAX
-									  : test_rng_next(&g_rng));
+						         (rnd & 3) == 0 ? 0
+						         : (rnd & 3) == 1
+						             ? U64MAX
+						             : test_rng_next(
+						                   &g_rng));
 					}
 					break;
 				case 6: /* a bit of the samples or the tail */
-					at = sz - 1 - (size_t)test_rng_below(
-						       &g_rng, sz - L.ones_off + 1 < sz
-								       ? sz - L.ones_off + 1
-								       : sz);
+					at = sz - 1 -
+					     (size_t)test_rng_below(
+					         &g_rng,
+					         sz - L.ones_off + 1 < sz
+					             ? sz - L.ones_off + 1
+					             : sz);
 					p[at] ^= (uint8_t)(1u << (rnd & 7));
 					break;
 				case 8: /* every word from one on: 0 or ~0 */
 					if (sz > 24) {
-						at = 24 + 8 * (size_t)test_rng_below(
-								      &g_rng, (sz - 24) / 8);
-						memset(p + at, (rnd & 1) ? 0xFF : 0,
+						at = 24 +
+						     8 * (size_t)test_rng_below(
+						             &g_rng,
+						             (sz - 24) / 8);
+						memset(p + at,
+						       (rnd & 1) ? 0xFF : 0,
 						       sz - at);
 					}
 					break;
@@ -1700,8 +1658,10 @@ static void test_mutation_fuzz(void **state)
 					if (L.upper_words) {
 						at = L.upper_off +
 						     (size_t)test_rng_below(
-							     &g_rng, 8 * L.upper_words);
-						p[at] ^= (uint8_t)(1u << (rnd & 7));
+						         &g_rng,
+						         8 * L.upper_words);
+						p[at] ^=
+						    (uint8_t)(1u << (rnd & 7));
 					}
 					break;
 				}
@@ -1718,8 +1678,9 @@ static void test_mutation_fuzz(void **state)
 			validated += res == 2;
 		}
 		printf("[ INFO     ] fuzz %-26s %u mutations: %u opened, %u "
-		       "validated\n", s[k].name, iters, opened, validated);
-		front_guarded_free(&f);
+		       "validated\n",
+		       s[k].name, iters, opened, validated);
+		guarded_free(&f);
 		guarded_free(&g);
 		free(enc);
 	}
@@ -1744,13 +1705,13 @@ static void test_misaligned(void **state)
 			kvs_ef ef;
 			g_mode = "misaligned";
 			EXPECT_ST(kvs_ef_open(&ef, buf + a, sz), KVS_OK,
-				  "open at address offset %zu", a);
+			          "open at address offset %zu", a);
 			EXPECT_ST(kvs_ef_validate(&ef), KVS_OK,
-				  "validate at address offset %zu", a);
+			          "validate at address offset %zu", a);
 			for (int mode = 0; mode < 2; mode++) {
 				kvs_ef_set_portable(&ef, mode == 0);
 				g_mode = mode ? "misaligned, accelerated"
-					      : "misaligned, portable";
+				              : "misaligned, portable";
 				check_queries(&ef, s[k].v, s[k].n, 1);
 			}
 		}
@@ -1769,54 +1730,30 @@ static int setup(void **state)
 	return 0;
 }
 
-/* Per-test wall time, printed after each test. */
-static struct timespec t_start;
-
-static int timer_start(void **state)
-{
-	(void)state;
-	clock_gettime(CLOCK_MONOTONIC, &t_start);
-	return 0;
-}
-
-static int timer_stop(void **state)
-{
-	(void)state;
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	printf("[ TIME     ] %.3f s\n",
-	       (double)(t.tv_sec - t_start.tv_sec) +
-		       (double)(t.tv_nsec - t_start.tv_nsec) * 1e-9);
-	return 0;
-}
-
-#define TEST(f) cmocka_unit_test_setup_teardown(f, timer_start, timer_stop)
-
 /* An optional argument selects tests by name (cmocka glob pattern). */
 int main(int argc, char **argv)
 {
-	if (argc > 1)
-		cmocka_set_test_filter(argv[1]);
+	test_filter_from_argv(argc, argv);
 	const struct CMUnitTest tests[] = {
-		TEST(test_low_bits_formula),
-		TEST(test_size_limits),
-		TEST(test_empty),
-		TEST(test_single_element),
-		TEST(test_all_equal),
-		TEST(test_dense_and_strided),
-		TEST(test_sparse),
-		TEST(test_universe_edges),
-		TEST(test_every_low_width),
-		TEST(test_duplicates),
-		TEST(test_sample_boundaries),
-		TEST(test_large),
-		TEST(test_builder_errors),
-		TEST(test_open_rejects_lengths),
-		TEST(test_open_rejects_header),
-		TEST(test_open_rejects_crafted),
-		TEST(test_validate_rejects),
-		TEST(test_mutation_fuzz),
-		TEST(test_misaligned),
+	    TEST(test_low_bits_formula),
+	    TEST(test_size_limits),
+	    TEST(test_empty),
+	    TEST(test_single_element),
+	    TEST(test_all_equal),
+	    TEST(test_dense_and_strided),
+	    TEST(test_sparse),
+	    TEST(test_universe_edges),
+	    TEST(test_every_low_width),
+	    TEST(test_duplicates),
+	    TEST(test_sample_boundaries),
+	    TEST(test_large),
+	    TEST(test_builder_errors),
+	    TEST(test_open_rejects_lengths),
+	    TEST(test_open_rejects_header),
+	    TEST(test_open_rejects_crafted),
+	    TEST(test_validate_rejects),
+	    TEST(test_mutation_fuzz),
+	    TEST(test_misaligned),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -19,8 +19,8 @@
  * beyond bit 2^32 makes kvs_ef_validate fail.
  *
  * Oracle: the closed forms above and a binary-search lower_bound over
- * them; the layout formula (ref_layout) written from the format
- * description. The serialized bytes end against a PROT_NONE page.
+ * them; the layout formula (test_ef_ref_layout, testutil.h) written from
+ * the format description. The serialized bytes end against a PROT_NONE page.
  */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -38,11 +38,10 @@
 #include "kvseg/ef.h"
 #include "testutil.h"
 
-#define SEED 0x1A29Eull
-#define U64MAX UINT64_MAX
+#define SEED  0x1A29Eull
 #define BIG_N (((uint64_t)1 << 32) + 1000)
 
-static test_rng g_rng = { SEED };
+static test_rng g_rng = {SEED};
 
 typedef struct big_seq {
 	const char *name;
@@ -64,22 +63,14 @@ static uint64_t f_low1(uint64_t i)
 static const char *g_seq = "";
 static const char *g_mode = "";
 
-#define FAILF(...)                                                            \
-	do {                                                                  \
-		print_error("[%s / %s] ", g_seq, g_mode);                     \
-		print_error(__VA_ARGS__);                                     \
-		print_error("\n");                                            \
-		fail();                                                       \
-	} while (0)
-
-#define EXPECT_U64(got, want, ...)                                            \
-	do {                                                                  \
-		uint64_t got_ = (got), want_ = (want);                        \
-		if (got_ != want_) {                                          \
-			print_error("got %" PRIu64 ", expected %" PRIu64      \
-				    ": ", got_, want_);                       \
-			FAILF(__VA_ARGS__);                                   \
-		}                                                             \
+#define EXPECT_U64(got, want, ...)                                             \
+	do {                                                                   \
+		uint64_t got_ = (got), want_ = (want);                         \
+		if (got_ != want_) {                                           \
+			print_error("got %" PRIu64 ", expected %" PRIu64 ": ", \
+			            got_, want_);                              \
+			FAILF(__VA_ARGS__);                                    \
+		}                                                              \
 	} while (0)
 
 static double now(void)
@@ -90,57 +81,6 @@ static double now(void)
 }
 
 /* ---- the oracle ---------------------------------------------------------- */
-
-static unsigned ref_low_bits(uint64_t n, uint64_t max)
-{
-	if (n == 0)
-		return 0;
-	uint64_t q = max / n;
-	return q == 0 ? 0 : 63u - (unsigned)__builtin_clzll(q);
-}
-
-static uint64_t ceil_div(uint64_t a, uint64_t b)
-{
-	return a / b + (a % b != 0);
-}
-
-typedef struct layout {
-	unsigned l;
-	uint64_t low_words, upper_bits, upper_words, zeros;
-	uint64_t one_samples, zero_samples;
-	size_t low_off, upper_off, ones_off, zeros_off, size;
-} layout;
-
-static layout ref_layout(uint64_t n, uint64_t max)
-{
-	layout L;
-	L.l = ref_low_bits(n, max);
-	L.low_words = ceil_div(n * L.l, 64);
-	L.zeros = max >> L.l;
-	L.upper_bits = n + L.zeros;
-	L.upper_words = ceil_div(L.upper_bits, 64);
-	L.one_samples = ceil_div(n, 256);
-	L.zero_samples = ceil_div(L.zeros, 256);
-	L.low_off = KVS_EF_HEADER_BYTES;
-	L.upper_off = L.low_off + 8 * L.low_words;
-	L.ones_off = L.upper_off + 8 * L.upper_words;
-	L.zeros_off = L.ones_off + 8 * L.one_samples;
-	L.size = L.zeros_off + 8 * L.zero_samples;
-	return L;
-}
-
-static uint64_t get_le64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (int k = 0; k < 8; k++)
-		v |= (uint64_t)p[k] << (8 * k);
-	return v;
-}
-
-static bool get_bit(const uint8_t *base, uint64_t bit)
-{
-	return (base[bit >> 3] >> (bit & 7)) & 1;
-}
 
 /* The first index whose value is >= x (n if none). */
 static uint64_t lower_bound_f(const big_seq *s, uint64_t x)
@@ -156,7 +96,8 @@ static uint64_t lower_bound_f(const big_seq *s, uint64_t x)
 	return lo;
 }
 
-/* ---- the indices checked -------------------------------------------------- */
+/* ---- the indices checked --------------------------------------------------
+ */
 
 static size_t pick_indices(uint64_t n, uint64_t *out, size_t cap)
 {
@@ -166,7 +107,8 @@ static size_t pick_indices(uint64_t n, uint64_t *out, size_t cap)
 		out[k++] = i;
 	for (uint64_t i = two32 - 700; i < two32 + 700 && k < cap; i++)
 		out[k++] = i;
-	for (uint64_t i = ((uint64_t)1 << 31) - 300; i < ((uint64_t)1 << 31) + 300 && k < cap; i++)
+	for (uint64_t i = ((uint64_t)1 << 31) - 300;
+	     i < ((uint64_t)1 << 31) + 300 && k < cap; i++)
 		out[k++] = i;
 	for (uint64_t i = n - 700; i < n && k < cap; i++)
 		out[k++] = i;
@@ -182,7 +124,7 @@ static void run_big(const big_seq *s)
 	g_seq = s->name;
 	g_mode = "build";
 	const uint64_t n = s->n, max = s->f(n - 1);
-	layout L = ref_layout(n, max);
+	test_ef_layout L = test_ef_ref_layout(n, max);
 	assert_int_equal(L.l, s->l);
 	EXPECT_U64(kvs_ef_low_bits(n, max), L.l, "kvs_ef_low_bits");
 	size_t sz = 0;
@@ -192,7 +134,7 @@ static void run_big(const big_seq *s)
 	       ", l %u, %zu bytes (%.2f GiB)\n",
 	       s->name, n, max, L.l, sz, (double)sz / (1u << 30));
 
-	guarded g = { 0 };
+	guarded g = {0};
 	if (guarded_alloc(&g, sz) != 0) {
 		printf("[ INFO     ] cannot map %zu bytes: skipped\n", sz);
 		skip();
@@ -202,22 +144,23 @@ static void run_big(const big_seq *s)
 	double t0 = now();
 	kvs_ef_builder b;
 	EXPECT_U64(kvs_ef_builder_init(&b, n, max, data, sz), KVS_OK,
-		   "kvs_ef_builder_init");
+	           "kvs_ef_builder_init");
 	for (uint64_t i = 0; i < n; i++) {
 		kvs_status st = kvs_ef_builder_push(&b, s->f(i));
 		if (st != KVS_OK)
 			FAILF("push of element %" PRIu64 " (%" PRIu64
-			      ") returned %d", i, s->f(i), (int)st);
+			      ") returned %d",
+			      i, s->f(i), (int)st);
 	}
 	EXPECT_U64(kvs_ef_builder_push(&b, max), KVS_E_RANGE,
-		   "push past count");
+	           "push past count");
 	EXPECT_U64(kvs_ef_builder_finish(&b), KVS_OK, "finish");
 	double t1 = now();
 
 	/* The header and, at many places, the layout. */
 	g_mode = "layout";
-	EXPECT_U64(get_le64(data), n, "header count");
-	EXPECT_U64(get_le64(data + 8), max, "header max");
+	EXPECT_U64(test_get_le64(data), n, "header count");
+	EXPECT_U64(test_get_le64(data + 8), max, "header max");
 	EXPECT_U64(data[16], KVS_EF_VERSION, "header version");
 	EXPECT_U64(data[17], L.l, "header low_bits");
 	EXPECT_U64(data[18], KVS_EF_SAMPLE_SHIFT, "header sample_shift");
@@ -225,28 +168,30 @@ static void run_big(const big_seq *s)
 	size_t nidx = pick_indices(n, idx, 6000);
 	for (size_t k = 0; k < nidx; k++) {
 		uint64_t i = idx[k], x = s->f(i);
-		if (!get_bit(data + L.upper_off, (x >> L.l) + i))
+		if (!test_lsb_bit_at(data + L.upper_off, (x >> L.l) + i))
 			FAILF("upper bit %" PRIu64 " of element %" PRIu64
-			      " not set", (x >> L.l) + i, i);
+			      " not set",
+			      (x >> L.l) + i, i);
 		if (i + 1 < n && (s->f(i + 1) >> L.l) > (x >> L.l) &&
-		    get_bit(data + L.upper_off, (x >> L.l) + i + 1))
+		    test_lsb_bit_at(data + L.upper_off, (x >> L.l) + i + 1))
 			FAILF("upper bit after element %" PRIu64 " set", i);
 		for (unsigned bit = 0; bit < L.l; bit++)
-			if (get_bit(data + L.low_off, i * L.l + bit) !=
+			if (test_lsb_bit_at(data + L.low_off, i * L.l + bit) !=
 			    ((x >> bit) & 1))
 				FAILF("low bit %u of element %" PRIu64, bit, i);
 		/* The one sample and the zero sample around here. */
 		uint64_t j = i / 256;
-		EXPECT_U64(get_le64(data + L.ones_off + 8 * j),
-			   (s->f(256 * j) >> L.l) + 256 * j,
-			   "one sample %" PRIu64, j);
+		EXPECT_U64(test_get_le64(data + L.ones_off + 8 * j),
+		           (s->f(256 * j) >> L.l) + 256 * j,
+		           "one sample %" PRIu64, j);
 		uint64_t zj = (x >> L.l) / 256;
 		if (zj < L.zero_samples) {
-			uint64_t z = 256 * zj; /* zero number z sits after the
-						* elements whose high part <= z */
-			EXPECT_U64(get_le64(data + L.zeros_off + 8 * zj),
-				   z + lower_bound_f(s, (z + 1) << L.l),
-				   "zero sample %" PRIu64, zj);
+			uint64_t z =
+			    256 * zj; /* zero number z sits after the
+			               * elements whose high part <= z */
+			EXPECT_U64(test_get_le64(data + L.zeros_off + 8 * zj),
+			           z + lower_bound_f(s, (z + 1) << L.l),
+			           "zero sample %" PRIu64, zj);
 		}
 	}
 
@@ -263,59 +208,61 @@ static void run_big(const big_seq *s)
 		for (size_t k = 0; k < nidx; k++) {
 			uint64_t i = idx[k], x = s->f(i), v = 0;
 			EXPECT_U64(kvs_ef_get(&ef, i, &v), KVS_OK,
-				   "get(%" PRIu64 ") status", i);
+			           "get(%" PRIu64 ") status", i);
 			EXPECT_U64(v, x, "get(%" PRIu64 ")", i);
-			uint64_t probes[3] = { x, x - 1, x + 1 };
+			uint64_t probes[3] = {x, x - 1, x + 1};
 			for (int p = 0; p < 3; p++) {
 				if (p == 1 && x == 0)
 					continue;
 				uint64_t want = lower_bound_f(s, probes[p]);
-				uint64_t got = kvs_ef_next_geq(&ef, probes[p], &v);
-				EXPECT_U64(got, want,
-					   "next_geq(%" PRIu64 ")", probes[p]);
+				uint64_t got =
+				    kvs_ef_next_geq(&ef, probes[p], &v);
+				EXPECT_U64(got, want, "next_geq(%" PRIu64 ")",
+				           probes[p]);
 				if (want < n)
 					EXPECT_U64(v, s->f(want),
-						   "next_geq(%" PRIu64 ") value",
-						   probes[p]);
+					           "next_geq(%" PRIu64
+					           ") value",
+					           probes[p]);
 			}
 		}
 		for (int t = 0; t < 2000; t++) {
 			uint64_t x = test_rng_below(&g_rng, max + 2);
 			uint64_t want = lower_bound_f(s, x), v = 0;
 			EXPECT_U64(kvs_ef_next_geq(&ef, x, &v), want,
-				   "next_geq(%" PRIu64 ")", x);
+			           "next_geq(%" PRIu64 ")", x);
 			if (want < n)
 				EXPECT_U64(v, s->f(want),
-					   "next_geq(%" PRIu64 ") value", x);
+				           "next_geq(%" PRIu64 ") value", x);
 		}
 		EXPECT_U64(kvs_ef_next_geq(&ef, max + 1, NULL), n,
-			   "next_geq(max + 1)");
+		           "next_geq(max + 1)");
 		EXPECT_U64(kvs_ef_next_geq(&ef, U64MAX, NULL), n,
-			   "next_geq(2^64-1)");
+		           "next_geq(2^64-1)");
 		EXPECT_U64(kvs_ef_next_geq(&ef, 0, NULL), 0, "next_geq(0)");
 		uint64_t v;
 		EXPECT_U64(kvs_ef_get(&ef, n, &v), KVS_E_RANGE, "get(count)");
 
 		/* Cursor walks across 2^31, 2^32 and to the end. */
-		const uint64_t starts[] = { 0,
-					    ((uint64_t)1 << 31) - 1000,
-					    ((uint64_t)1 << 32) - 1500,
-					    ((uint64_t)1 << 32),
-					    n - 1500,
-					    test_rng_below(&g_rng, n - 3000),
-					    test_rng_below(&g_rng, n - 3000) };
+		const uint64_t starts[] = {0,
+		                           ((uint64_t)1 << 31) - 1000,
+		                           ((uint64_t)1 << 32) - 1500,
+		                           ((uint64_t)1 << 32),
+		                           n - 1500,
+		                           test_rng_below(&g_rng, n - 3000),
+		                           test_rng_below(&g_rng, n - 3000)};
 		for (size_t k = 0; k < sizeof starts / sizeof starts[0]; k++) {
 			kvs_ef_cursor c;
 			EXPECT_U64(kvs_ef_cursor_seek(&c, &ef, starts[k]),
-				   KVS_OK, "cursor_seek(%" PRIu64 ")",
-				   starts[k]);
+			           KVS_OK, "cursor_seek(%" PRIu64 ")",
+			           starts[k]);
 			uint64_t i = starts[k];
 			for (; i < n && i < starts[k] + 3000; i++) {
 				if (!kvs_ef_cursor_valid(&c))
 					FAILF("cursor invalid at %" PRIu64, i);
 				EXPECT_U64(c.index, i, "cursor index");
 				EXPECT_U64(c.value, s->f(i),
-					   "cursor value at %" PRIu64, i);
+				           "cursor value at %" PRIu64, i);
 				kvs_ef_cursor_next(&c);
 			}
 			if (i == n && kvs_ef_cursor_valid(&c))
@@ -323,7 +270,7 @@ static void run_big(const big_seq *s)
 		}
 		kvs_ef_cursor c;
 		EXPECT_U64(kvs_ef_cursor_seek(&c, &ef, n), KVS_OK,
-			   "cursor_seek(count)");
+		           "cursor_seek(count)");
 		if (kvs_ef_cursor_valid(&c))
 			FAILF("cursor valid at count");
 		if (kvs_ef_cursor_seek(&c, &ef, n + 1) == KVS_OK)
@@ -352,14 +299,14 @@ static void run_big(const big_seq *s)
 static void test_gaps_l0(void **state)
 {
 	(void)state;
-	big_seq s = { "gaps (l 0)", f_gaps, BIG_N, 0 };
+	big_seq s = {"gaps (l 0)", f_gaps, BIG_N, 0};
 	run_big(&s);
 }
 
 static void test_low1(void **state)
 {
 	(void)state;
-	big_seq s = { "low1 (l 1)", f_low1, BIG_N, 1 };
+	big_seq s = {"low1 (l 1)", f_low1, BIG_N, 1};
 	run_big(&s);
 }
 
@@ -369,12 +316,11 @@ int main(int argc, char **argv)
 		printf("needs a 64-bit size_t\n");
 		return 0;
 	}
-	if (argc > 1)
-		cmocka_set_test_filter(argv[1]);
+	test_filter_from_argv(argc, argv);
 	printf("[ INFO     ] seed 0x%016" PRIx64 "\n", (uint64_t)SEED);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_gaps_l0),
-		cmocka_unit_test(test_low1),
+	    cmocka_unit_test(test_gaps_l0),
+	    cmocka_unit_test(test_low1),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
