@@ -13,17 +13,22 @@
  * KVS_E_CORRUPT but never a load outside the data.
  */
 
-/* Position of one number j (j < count), or UINT64_MAX if the data lies. */
-EF_ATTR static inline uint64_t EF_FN(select1)(const kvs_ef *ef, uint64_t j)
+/*
+ * Position of bit number j among the bits of upper equal to `one`, found
+ * from its sample and a scan; UINT64_MAX if the data lies. flip is 0 to
+ * select ones and all-ones to select zeros (the words are inverted).
+ */
+EF_ATTR static inline uint64_t EF_FN(select)(const kvs_ef *ef,
+                                             const uint8_t *samples,
+                                             uint64_t flip, uint64_t j)
 {
-	uint64_t pos =
-	    kvs_load_le64(ef->one_samples + 8 * (j >> KVS_EF_SAMPLE_SHIFT));
+	uint64_t pos = kvs_load_le64(samples + 8 * (j >> KVS_EF_SAMPLE_SHIFT));
 	uint64_t k = j & ((1u << KVS_EF_SAMPLE_SHIFT) - 1);
 	uint64_t wi = pos >> 6;
 	if (wi >= ef->upper_words)
 		return UINT64_MAX;
-	uint64_t w =
-	    kvs_load_le64(ef->upper + 8 * wi) & (~(uint64_t)0 << (pos & 63));
+	uint64_t w = (kvs_load_le64(ef->upper + 8 * wi) ^ flip) &
+	             (~(uint64_t)0 << (pos & 63));
 	for (;;) {
 		uint64_t c = (uint64_t)EF_POPCOUNT(w);
 		if (k < c)
@@ -31,32 +36,21 @@ EF_ATTR static inline uint64_t EF_FN(select1)(const kvs_ef *ef, uint64_t j)
 		k -= c;
 		if (++wi >= ef->upper_words)
 			return UINT64_MAX;
-		w = kvs_load_le64(ef->upper + 8 * wi);
+		w = kvs_load_le64(ef->upper + 8 * wi) ^ flip;
 	}
 	return wi * 64 + EF_SELECT(w, (unsigned)k);
+}
+
+/* Position of one number j (j < count), or UINT64_MAX. */
+EF_ATTR static inline uint64_t EF_FN(select1)(const kvs_ef *ef, uint64_t j)
+{
+	return EF_FN(select)(ef, ef->one_samples, 0, j);
 }
 
 /* Position of zero number j (j < zero_count), or UINT64_MAX. */
 EF_ATTR static inline uint64_t EF_FN(select0)(const kvs_ef *ef, uint64_t j)
 {
-	uint64_t pos =
-	    kvs_load_le64(ef->zero_samples + 8 * (j >> KVS_EF_SAMPLE_SHIFT));
-	uint64_t k = j & ((1u << KVS_EF_SAMPLE_SHIFT) - 1);
-	uint64_t wi = pos >> 6;
-	if (wi >= ef->upper_words)
-		return UINT64_MAX;
-	uint64_t w =
-	    ~kvs_load_le64(ef->upper + 8 * wi) & (~(uint64_t)0 << (pos & 63));
-	for (;;) {
-		uint64_t c = (uint64_t)EF_POPCOUNT(w);
-		if (k < c)
-			break;
-		k -= c;
-		if (++wi >= ef->upper_words)
-			return UINT64_MAX;
-		w = ~kvs_load_le64(ef->upper + 8 * wi);
-	}
-	return wi * 64 + EF_SELECT(w, (unsigned)k);
+	return EF_FN(select)(ef, ef->zero_samples, ~(uint64_t)0, j);
 }
 
 EF_ATTR static kvs_status EF_FN(get)(const kvs_ef *ef, uint64_t i,
