@@ -79,20 +79,19 @@ kvs_status kvs_ef_builder_init(kvs_ef_builder *b, uint64_t count, uint64_t max,
 		return KVS_E_NOSPACE;
 	memset(b, 0, sizeof *b);
 	memset(out, 0, g.size);
-	b->out = out;
-	b->out_len = g.size;
 	b->count = count;
 	b->max = max;
 	b->low_bits = g.low_bits;
-	b->low = b->out + KVS_EF_HEADER_BYTES;
+	uint8_t *o = out;
+	b->low = o + KVS_EF_HEADER_BYTES;
 	b->upper = b->low + 8 * g.low_words;
 	b->one_samples = b->upper + 8 * g.upper_words;
 	b->zero_samples = b->one_samples + 8 * g.one_samples;
-	kvs_store_le64(b->out, count);
-	kvs_store_le64(b->out + 8, max);
-	b->out[16] = KVS_EF_VERSION;
-	b->out[17] = (uint8_t)g.low_bits;
-	b->out[18] = KVS_EF_SAMPLE_SHIFT;
+	kvs_store_le64(o, count);
+	kvs_store_le64(o + 8, max);
+	o[16] = KVS_EF_VERSION;
+	o[17] = (uint8_t)g.low_bits;
+	o[18] = KVS_EF_SAMPLE_SHIFT;
 	return KVS_OK;
 }
 
@@ -274,8 +273,6 @@ kvs_status kvs_ef_open(kvs_ef *ef, const void *data, size_t len)
 	ef->upper_bits = g.upper_bits;
 	ef->upper_words = g.upper_words;
 	ef->zero_count = g.zero_count;
-	ef->one_sample_count = g.one_samples;
-	ef->zero_sample_count = g.zero_samples;
 	ef->size = g.size;
 	kvs_ef_set_portable(ef, false);
 	return KVS_OK;

@@ -48,9 +48,7 @@ typedef struct kvs_ef {
 	uint64_t upper_bits; /* count + (max >> l) */
 	uint64_t upper_words;
 	uint64_t zero_count; /* max >> l */
-	uint64_t one_sample_count;
-	uint64_t zero_sample_count;
-	size_t size; /* bytes of the serialized form */
+	size_t size;         /* bytes of the serialized form */
 } kvs_ef;
 
 /* The low-bit width for count elements whose largest is max. */
@@ -62,8 +60,6 @@ kvs_status kvs_ef_size(uint64_t count, uint64_t max, size_t *bytes);
 
 /* A streaming builder into a caller-provided region. */
 typedef struct kvs_ef_builder {
-	uint8_t *out;
-	size_t out_len;
 	uint64_t count, max, pushed, last;
 	unsigned low_bits;
 	uint64_t zeros_written; /* high part of the last element pushed */
