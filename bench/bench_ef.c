@@ -186,28 +186,18 @@ int main(int argc, char **argv)
 		          "bits/element");
 	} else {
 		run r = {&f, NULL, Q, 0};
-		if (strcmp(o.workload, "access-random") == 0) {
+		if (strcmp(o.workload, "access-random") == 0)
 			r.loop = run_access_random;
-			for (size_t j = 0; j < Q; j++)
-				r.expected += f.x[f.indices[j]];
-		} else if (strcmp(o.workload, "access-seq") == 0) {
+		else if (strcmp(o.workload, "access-seq") == 0)
 			r.loop = run_access_seq;
-			r.ops = N;
-			for (size_t i = 0; i < N; i++)
-				r.expected += f.x[i];
-		} else if (strcmp(o.workload, "next_geq-random") == 0) {
+		else if (strcmp(o.workload, "next_geq-random") == 0)
 			r.loop = run_next_geq;
-			for (size_t j = 0; j < Q; j++) {
-				size_t i =
-				    bench_lower_bound(f.x, N, f.targets[j]);
-				r.expected += i + f.x[i];
-			}
-		} else { /* iterate */
+		else /* iterate */
 			r.loop = run_iterate;
+		if (r.loop == run_access_seq || r.loop == run_iterate)
 			r.ops = N;
-			for (size_t i = 0; i < N; i++)
-				r.expected += f.x[i];
-		}
+		r.expected = bench_ef_expected(o.workload, f.x, N, f.indices,
+		                               f.targets, Q);
 		bench_observe(&o, "time", "ns/op", observe, &r);
 	}
 

@@ -169,28 +169,18 @@ int bench_main(int argc, char **argv)
 	}
 
 	run r = {&f, nullptr, Q, 0};
-	if (std::strcmp(o.workload, "access-random") == 0) {
+	if (std::strcmp(o.workload, "access-random") == 0)
 		r.loop = run_access_random;
-		for (size_t j = 0; j < Q; j++)
-			r.expected += f.x[f.indices[j]];
-	} else if (std::strcmp(o.workload, "access-seq") == 0) {
+	else if (std::strcmp(o.workload, "access-seq") == 0)
 		r.loop = run_access_seq;
-		r.ops = N;
-		for (size_t i = 0; i < N; i++)
-			r.expected += f.x[i];
-	} else if (std::strcmp(o.workload, "next_geq-random") == 0) {
+	else if (std::strcmp(o.workload, "next_geq-random") == 0)
 		r.loop = run_next_geq;
-		for (size_t j = 0; j < Q; j++) {
-			size_t i =
-			    bench_lower_bound(f.x.data(), N, f.targets[j]);
-			r.expected += i + f.x[i];
-		}
-	} else { /* iterate */
+	else /* iterate */
 		r.loop = run_iterate;
+	if (r.loop == run_access_seq || r.loop == run_iterate)
 		r.ops = N;
-		for (size_t i = 0; i < N; i++)
-			r.expected += f.x[i];
-	}
+	r.expected = bench_ef_expected(o.workload, f.x.data(), N,
+	                               f.indices.data(), f.targets.data(), Q);
 	bench_observe(&o, "time", "ns/op", observe, &r);
 	return 0;
 }

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct bench_rng {
 	uint64_t state;
@@ -88,6 +89,33 @@ static inline size_t bench_lower_bound(const uint64_t *x, size_t n,
 			hi = mid;
 	}
 	return lo;
+}
+
+/*
+ * The checksum a workload's timed loop must reproduce, computed from the
+ * plain array (x[0..n), the q random indices and targets): the sum of the
+ * elements read, plus for next_geq the indices found. Both bench_ef and its
+ * sdsl peer check against it. Returns 0 for an unknown workload.
+ */
+static inline uint64_t bench_ef_expected(const char *workload,
+                                         const uint64_t *x, size_t n,
+                                         const uint64_t *indices,
+                                         const uint64_t *targets, size_t q)
+{
+	uint64_t sum = 0;
+	if (strcmp(workload, "access-random") == 0) {
+		for (size_t j = 0; j < q; j++)
+			sum += x[indices[j]];
+	} else if (strcmp(workload, "next_geq-random") == 0) {
+		for (size_t j = 0; j < q; j++) {
+			size_t i = bench_lower_bound(x, n, targets[j]);
+			sum += i + x[i];
+		}
+	} else { /* access-seq, iterate: every element once */
+		for (size_t i = 0; i < n; i++)
+			sum += x[i];
+	}
+	return sum;
 }
 
 #endif
