@@ -4,6 +4,9 @@
  */
 #include "kvseg/status.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 const char *kvs_strerror(kvs_status status)
 {
 	switch (status) {
@@ -27,6 +30,23 @@ const char *kvs_strerror(kvs_status status)
 		return "input is out of order";
 	case KVS_E_INVAL:
 		return "invalid argument";
+	case KVS_E_IO:
+		return "input/output error";
+	case KVS_E_UNSUPPORTED:
+		return "unsupported format version or feature";
 	}
 	return "unknown status code";
+}
+
+kvs_status kvs_error_set(kvs_error *err, kvs_status status, const char *fmt,
+                         ...)
+{
+	if (err) {
+		va_list ap;
+		va_start(ap, fmt);
+		err->status = status;
+		vsnprintf(err->message, sizeof err->message, fmt, ap);
+		va_end(ap);
+	}
+	return status;
 }

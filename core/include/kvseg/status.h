@@ -22,7 +22,23 @@ typedef enum kvs_status {
 	KVS_E_CORRUPT = -7,   /* stored data is inconsistent */
 	KVS_E_ORDER = -8,     /* input is not in the required order */
 	KVS_E_INVAL = -9,     /* an argument is invalid */
+	KVS_E_IO = -10,       /* a system call failed (errno in the message) */
+	KVS_E_UNSUPPORTED = -11, /* a format version or feature we lack */
 } kvs_status;
+
+/*
+ * Calls that can fail for many reasons also fill a kvs_error (when given
+ * one): the status and a message naming the problem, for example
+ * "header CRC32C mismatch (stored 0x1a2b3c4d, computed 0x...)".
+ */
+typedef struct kvs_error {
+	kvs_status status;
+	char message[240];
+} kvs_error;
+
+/* Sets err (if not NULL) and returns status. printf-style message. */
+kvs_status kvs_error_set(kvs_error *err, kvs_status status, const char *fmt,
+                         ...) __attribute__((format(printf, 3, 4)));
 
 /* A static, human-readable description of a status code. */
 const char *kvs_strerror(kvs_status status);
