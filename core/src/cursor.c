@@ -1,0 +1,502 @@
+/*
+ * cursor.c — reading a segment's record stream (docs/FORMAT.md §6-§7).
+ *
+ * A cursor holds the current record: its key (rebuilt from the front
+ * coding), its kind and where its value lies. next() decodes the following
+ * record from the stream; seeks start at a restart found through the EF of
+ * restart offsets. Nothing here trusts the stream: every length is bounded
+ * by the header's limits and the bytes left, so a corrupt segment gives an
+ * error, never a read outside the file.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "segment_internal.h"
+
+kvs_status kvs_cursor_open(kvs_cursor **out, kvs_segment *s)
+{
+	*out = NULL;
+	kvs_cursor *c = calloc(1, sizeof *c);
+	if (!c)
+		return KVS_E_NOMEM;
+	size_t kcap = (size_t)seg_key_bytes(s->max_key_bits) + 16;
+	c->key = calloc(1, kcap);
+	if (s->profile == KVS_PROFILE_BIT)
+		c->scratch = calloc(1, kcap);
+	if (!c->key || (s->profile == KVS_PROFILE_BIT && !c->scratch)) {
+		free(c->key);
+		free(c->scratch);
+		free(c);
+		return KVS_E_NOMEM;
+	}
+	kvs_segment_ref(s);
+	c->seg = s;
+	c->ordinal = s->records;
+	if (s->profile == KVS_PROFILE_BIT)
+		kvs_br_init(&c->br, s->stream, 0, s->stream_bits);
+	*out = c;
+	return KVS_OK;
+}
+
+void kvs_cursor_close(kvs_cursor *c)
+{
+	if (!c)
+		return;
+	kvs_segment_unref(c->seg);
+	free(c->key);
+	free(c->scratch);
+	free(c->vbuf);
+	free(c);
+}
+
+static kvs_status invalidate(kvs_cursor *c, kvs_status st)
+{
+	c->ordinal = c->seg->records;
+	c->key_bits = 0;
+	c->value_len = 0;
+	return st == KVS_E_TRUNCATED || st == KVS_E_OVERLONG ||
+	               st == KVS_E_OVERFLOW || st == KVS_E_RANGE
+	           ? KVS_E_CORRUPT
+	           : st;
+}
+
+/* ---- decoding one record ----------------------------------------------- */
+
+static kvs_status decode_byte(kvs_cursor *c, bool restart, uint64_t off)
+{
+	const kvs_segment *s = c->seg;
+	if (off > s->stream_len)
+		return KVS_E_CORRUPT;
+	const uint8_t *p = s->stream + off, *end = s->stream + s->stream_len;
+	uint64_t max_key = s->max_key_bits / 8, lcp = 0, slen, v;
+	kvs_status st;
+	if (!restart) {
+		if ((st = kvs_varint_get(&p, end, &lcp)) != KVS_OK)
+			return st;
+		if (lcp > c->key_bits / 8)
+			return KVS_E_CORRUPT;
+	}
+	if ((st = kvs_varint_get(&p, end, &slen)) != KVS_OK)
+		return st;
+	if (slen > max_key - lcp || slen > (uint64_t)(end - p))
+		return KVS_E_CORRUPT;
+	memcpy(c->key + lcp, p, slen);
+	p += slen;
+	if ((st = kvs_varint_get(&p, end, &v)) != KVS_OK)
+		return st;
+	if (s->framing == KVS_FRAMING_TYPED) {
+		c->kind = v == 0 ? KVS_KIND_TOMBSTONE : KVS_KIND_VALUE;
+		v = v ? v - 1 : 0;
+	} else {
+		c->kind = KVS_KIND_VALUE;
+	}
+	if (v > (uint64_t)(end - p))
+		return KVS_E_CORRUPT;
+	c->key_bits = 8 * (lcp + slen);
+	c->value = p;
+	c->value_len = v;
+	c->rec_start = off;
+	c->next_off = (uint64_t)(p + v - s->stream);
+	return KVS_OK;
+}
+
+/* Reads n bits of the stream into key at bit pos (pos + n within bounds). */
+static kvs_status read_key_bits(kvs_bitreader *r, uint8_t *key, uint64_t pos,
+                                uint64_t n)
+{
+	while (n > 0) {
+		unsigned take = n > 56 ? 56 : (unsigned)n;
+		uint64_t v;
+		kvs_status st = kvs_br_read(r, take, &v);
+		if (st != KVS_OK)
+			return st;
+		seg_put_bits(key, pos, v, take);
+		pos += take;
+		n -= take;
+	}
+	return KVS_OK;
+}
+
+/* Clears the padding bits after a key of bits bits. */
+static inline void clear_padding(uint8_t *key, uint64_t bits)
+{
+	if (bits & 7)
+		key[bits / 8] &= (uint8_t)(0xFF00u >> (bits & 7));
+}
+
+static kvs_status decode_bit(kvs_cursor *c, bool restart)
+{
+	const kvs_segment *s = c->seg;
+	kvs_bitreader r = c->br;
+	uint64_t start = kvs_br_position(&r);
+	uint64_t lcp = 0, keylen, vlen = 0;
+	kvs_status st;
+	if (restart) {
+		c->prev_lcp = c->prev_keylen = c->prev_vallen = 0;
+	} else {
+		st = seg_field_get(&r, &s->fields[KVS_FIELD_LCP], c->prev_lcp,
+		                   c->key_bits, &lcp);
+		if (st != KVS_OK)
+			return st;
+	}
+	st = seg_field_get(&r, &s->fields[KVS_FIELD_KEYLEN], c->prev_keylen,
+	                   s->max_key_bits, &keylen);
+	if (st != KVS_OK)
+		return st;
+	if (keylen < lcp)
+		return KVS_E_CORRUPT;
+	if ((st = read_key_bits(&r, c->key, lcp, keylen - lcp)) != KVS_OK)
+		return st;
+	clear_padding(c->key, keylen);
+	kvs_kind kind = KVS_KIND_VALUE;
+	if (s->framing == KVS_FRAMING_TYPED) {
+		uint64_t bit;
+		if ((st = kvs_br_read(&r, 1, &bit)) != KVS_OK)
+			return st;
+		kind = bit ? KVS_KIND_VALUE : KVS_KIND_TOMBSTONE;
+	}
+	if (kind == KVS_KIND_VALUE) {
+		st = seg_field_get(&r, &s->fields[KVS_FIELD_VALLEN],
+		                   c->prev_vallen, kvs_br_remaining(&r) / 8,
+		                   &vlen);
+		if (st != KVS_OK)
+			return st;
+		c->value_bit = kvs_br_position(&r);
+		if ((st = kvs_br_skip(&r, vlen * 8)) != KVS_OK)
+			return st;
+		c->prev_vallen = vlen;
+	}
+	if (!restart)
+		c->prev_lcp = lcp;
+	c->prev_keylen = keylen;
+	c->key_bits = keylen;
+	c->kind = kind;
+	c->value_len = vlen;
+	c->rec_start = start;
+	c->br = r;
+	return KVS_OK;
+}
+
+kvs_status seg_cursor_decode_at(kvs_cursor *c, uint64_t ordinal, uint64_t off)
+{
+	const kvs_segment *s = c->seg;
+	bool restart = ordinal % s->restart_interval == 0;
+	kvs_status st;
+	if (s->profile == KVS_PROFILE_BYTE) {
+		st = decode_byte(c, restart, off);
+	} else {
+		if (off != kvs_br_position(&c->br) &&
+		    (st = kvs_br_seek(&c->br, off)) != KVS_OK)
+			return invalidate(c, KVS_E_CORRUPT);
+		st = decode_bit(c, restart);
+	}
+	if (st != KVS_OK)
+		return invalidate(c, st);
+	c->ordinal = ordinal;
+	return KVS_OK;
+}
+
+/* Positions at restart j. */
+static kvs_status load_restart(kvs_cursor *c, uint64_t j)
+{
+	uint64_t off;
+	kvs_status st = kvs_ef_get(&c->seg->restarts, j, &off);
+	if (st != KVS_OK)
+		return invalidate(c, KVS_E_CORRUPT);
+	return seg_cursor_decode_at(c, j * c->seg->restart_interval, off);
+}
+
+/* ---- moving ------------------------------------------------------------ */
+
+kvs_status kvs_cursor_first(kvs_cursor *c)
+{
+	if (c->seg->records == 0)
+		return invalidate(c, KVS_OK);
+	return load_restart(c, 0);
+}
+
+kvs_status kvs_cursor_next(kvs_cursor *c)
+{
+	const kvs_segment *s = c->seg;
+	if (c->ordinal >= s->records)
+		return KVS_OK;
+	if (c->ordinal + 1 == s->records)
+		return invalidate(c, KVS_OK);
+	uint64_t off = s->profile == KVS_PROFILE_BYTE
+	                   ? c->next_off
+	                   : kvs_br_position(&c->br);
+	return seg_cursor_decode_at(c, c->ordinal + 1, off);
+}
+
+kvs_status kvs_cursor_seek_ordinal(kvs_cursor *c, uint64_t i)
+{
+	const kvs_segment *s = c->seg;
+	if (i >= s->records)
+		return invalidate(c, KVS_OK);
+	kvs_status st = load_restart(c, i / s->restart_interval);
+	for (uint64_t n = i % s->restart_interval; st == KVS_OK && n; n--)
+		st = kvs_cursor_next(c);
+	return st;
+}
+
+/* Compares restart j's key with target: *cmp <0, 0, >0. */
+static kvs_status compare_restart(kvs_cursor *c, uint64_t j,
+                                  const uint8_t *key, uint64_t key_bits,
+                                  int *cmp)
+{
+	const kvs_segment *s = c->seg;
+	uint64_t off;
+	if (kvs_ef_get(&s->restarts, j, &off) != KVS_OK)
+		return KVS_E_CORRUPT;
+	if (s->profile == KVS_PROFILE_BYTE) {
+		if (off > s->stream_len)
+			return KVS_E_CORRUPT;
+		const uint8_t *p = s->stream + off;
+		const uint8_t *end = s->stream + s->stream_len;
+		uint64_t len;
+		if (kvs_varint_get(&p, end, &len) != KVS_OK ||
+		    len > (uint64_t)(end - p) || len > s->max_key_bits / 8)
+			return KVS_E_CORRUPT;
+		seg_key_lcp(p, len * 8, key, key_bits, cmp);
+		return KVS_OK;
+	}
+	kvs_bitreader r = c->br;
+	if (kvs_br_seek(&r, off) != KVS_OK)
+		return KVS_E_CORRUPT;
+	uint64_t len;
+	kvs_status st = seg_field_get(&r, &s->fields[KVS_FIELD_KEYLEN], 0,
+	                              s->max_key_bits, &len);
+	if (st == KVS_OK)
+		st = read_key_bits(&r, c->scratch, 0, len);
+	if (st != KVS_OK)
+		return KVS_E_CORRUPT;
+	clear_padding(c->scratch, len);
+	seg_key_lcp(c->scratch, len, key, key_bits, cmp);
+	return KVS_OK;
+}
+
+kvs_status kvs_cursor_seek(kvs_cursor *c, const void *key, uint64_t key_bits)
+{
+	const kvs_segment *s = c->seg;
+	if (s->records == 0)
+		return invalidate(c, KVS_OK);
+	/* lo = the number of restarts whose key is <= key */
+	uint64_t lo = 0, hi = s->restart_count;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		int cmp;
+		kvs_status st = compare_restart(c, mid, key, key_bits, &cmp);
+		if (st != KVS_OK)
+			return invalidate(c, st);
+		if (cmp <= 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	kvs_status st = load_restart(c, lo ? lo - 1 : 0);
+	while (st == KVS_OK && c->ordinal < s->records &&
+	       kvs_key_compare(c->key, c->key_bits, key, key_bits) < 0)
+		st = kvs_cursor_next(c);
+	return st;
+}
+
+kvs_status kvs_cursor_seek_bytes(kvs_cursor *c, const void *key,
+                                 size_t key_len)
+{
+	if (key_len > KVS_MAX_KEY_BITS / 8) /* longer than any stored key */
+		key_len = KVS_MAX_KEY_BITS / 8 + 1;
+	return kvs_cursor_seek(c, key, (uint64_t)key_len * 8);
+}
+
+kvs_status kvs_cursor_lookup(kvs_cursor *c, const void *key,
+                             uint64_t key_bits, bool *found)
+{
+	*found = false;
+	kvs_status st = kvs_cursor_seek(c, key, key_bits);
+	if (st == KVS_OK && c->ordinal < c->seg->records &&
+	    c->key_bits == key_bits &&
+	    kvs_key_compare(c->key, c->key_bits, key, key_bits) == 0)
+		*found = true;
+	return st;
+}
+
+kvs_status kvs_cursor_lookup_bytes(kvs_cursor *c, const void *key,
+                                   size_t key_len, bool *found)
+{
+	if (key_len > KVS_MAX_KEY_BITS / 8) {
+		*found = false;
+		return kvs_cursor_seek_bytes(c, key, key_len);
+	}
+	return kvs_cursor_lookup(c, key, (uint64_t)key_len * 8, found);
+}
+
+/* ---- the current record ------------------------------------------------ */
+
+bool kvs_cursor_valid(const kvs_cursor *c)
+{
+	return c->ordinal < c->seg->records;
+}
+
+uint64_t kvs_cursor_ordinal(const kvs_cursor *c)
+{
+	return c->ordinal;
+}
+
+const uint8_t *kvs_cursor_key(const kvs_cursor *c, uint64_t *key_bits)
+{
+	if (key_bits)
+		*key_bits = c->key_bits;
+	return c->key;
+}
+
+kvs_kind kvs_cursor_kind(const kvs_cursor *c)
+{
+	return c->kind;
+}
+
+size_t kvs_cursor_value_len(const kvs_cursor *c)
+{
+	return kvs_cursor_valid(c) ? (size_t)c->value_len : 0;
+}
+
+kvs_status kvs_cursor_value(kvs_cursor *c, const uint8_t **value,
+                            size_t *value_len)
+{
+	static const uint8_t empty[1];
+	if (!kvs_cursor_valid(c) || c->value_len == 0) {
+		*value = empty;
+		*value_len = 0;
+		return kvs_cursor_valid(c) ? KVS_OK : KVS_E_INVAL;
+	}
+	const kvs_segment *s = c->seg;
+	size_t n = (size_t)c->value_len;
+	if (s->profile == KVS_PROFILE_BYTE) {
+		*value = c->value;
+		*value_len = n;
+		return KVS_OK;
+	}
+	if (n > c->vcap) {
+		size_t cap = c->vcap ? c->vcap : 64;
+		while (cap < n)
+			cap *= 2;
+		uint8_t *p = realloc(c->vbuf, cap);
+		if (!p)
+			return KVS_E_NOMEM;
+		c->vbuf = p;
+		c->vcap = cap;
+	}
+	/* The value was skipped successfully, so its bits lie in the stream;
+	 * when unaligned its last bits reach into byte src[n]. */
+	const uint8_t *src = s->stream + c->value_bit / 8;
+	unsigned sh = (unsigned)(c->value_bit & 7);
+	if (sh == 0) {
+		memcpy(c->vbuf, src, n);
+	} else {
+		size_t i = 0;
+		for (; i + 8 < n; i += 8) { /* src[i .. i + 8] are in bounds */
+			uint64_t w = kvs_load_be64(src + i) << sh;
+			w |= src[i + 8] >> (8 - sh);
+			kvs_store_be64(c->vbuf + i, w);
+		}
+		for (; i < n; i++)
+			c->vbuf[i] = (uint8_t)(src[i] << sh | src[i + 1] >> (8 - sh));
+	}
+	*value = c->vbuf;
+	*value_len = n;
+	return KVS_OK;
+}
+
+/* ---- frames scan ------------------------------------------------------- */
+
+static kvs_status frames_byte(const kvs_segment *s, uint64_t *records)
+{
+	const uint8_t *p = s->stream, *end = s->stream + s->stream_len;
+	uint64_t n = 0, key_len = 0, K = s->restart_interval;
+	kvs_status st = KVS_OK;
+	for (; n < s->records; n++) {
+		uint64_t lcp = 0, slen, v;
+		if (n % K) {
+			if ((st = kvs_varint_get(&p, end, &lcp)) != KVS_OK)
+				break;
+			if (lcp > key_len) {
+				st = KVS_E_CORRUPT;
+				break;
+			}
+		}
+		if ((st = kvs_varint_get(&p, end, &slen)) != KVS_OK)
+			break;
+		if (slen > (uint64_t)(end - p) ||
+		    slen > s->max_key_bits / 8 - lcp) {
+			st = KVS_E_CORRUPT;
+			break;
+		}
+		p += slen;
+		key_len = lcp + slen;
+		if ((st = kvs_varint_get(&p, end, &v)) != KVS_OK)
+			break;
+		if (s->framing == KVS_FRAMING_TYPED && v)
+			v--;
+		if (v > (uint64_t)(end - p)) {
+			st = KVS_E_CORRUPT;
+			break;
+		}
+		p += v;
+	}
+	*records = n;
+	return st;
+}
+
+static kvs_status frames_bit(const kvs_segment *s, uint64_t *records)
+{
+	kvs_bitreader r;
+	kvs_br_init(&r, s->stream, 0, s->stream_bits);
+	uint64_t n = 0, K = s->restart_interval;
+	uint64_t plcp = 0, pkey = 0, pval = 0;
+	kvs_status st = KVS_OK;
+	for (; n < s->records; n++) {
+		uint64_t lcp = 0, keylen, vlen;
+		if (n % K == 0) {
+			plcp = pkey = pval = 0;
+		} else {
+			st = seg_field_get(&r, &s->fields[KVS_FIELD_LCP], plcp,
+			                   pkey, &lcp);
+			if (st != KVS_OK)
+				break;
+			plcp = lcp;
+		}
+		st = seg_field_get(&r, &s->fields[KVS_FIELD_KEYLEN], pkey,
+		                   s->max_key_bits, &keylen);
+		if (st != KVS_OK)
+			break;
+		if (keylen < lcp) {
+			st = KVS_E_CORRUPT;
+			break;
+		}
+		pkey = keylen;
+		uint64_t bit = 1;
+		if ((st = kvs_br_skip(&r, keylen - lcp)) != KVS_OK)
+			break;
+		if (s->framing == KVS_FRAMING_TYPED &&
+		    (st = kvs_br_read(&r, 1, &bit)) != KVS_OK)
+			break;
+		if (bit) {
+			st = seg_field_get(&r, &s->fields[KVS_FIELD_VALLEN],
+			                   pval, kvs_br_remaining(&r) / 8,
+			                   &vlen);
+			if (st != KVS_OK)
+				break;
+			pval = vlen;
+			if ((st = kvs_br_skip(&r, vlen * 8)) != KVS_OK)
+				break;
+		}
+	}
+	*records = n;
+	return st;
+}
+
+kvs_status kvs_segment_scan_frames(kvs_segment *s, uint64_t *records)
+{
+	kvs_status st = s->profile == KVS_PROFILE_BYTE ? frames_byte(s, records)
+	                                               : frames_bit(s, records);
+	return st == KVS_OK ? KVS_OK : KVS_E_CORRUPT;
+}

@@ -1,0 +1,146 @@
+/*
+ * segment_format.c — the small shared pieces of the segment format: key
+ * order and common prefixes of bit strings, and the bit-profile field codes
+ * (docs/FORMAT.md §6.2) with their names.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "segment_internal.h"
+
+/* ---- keys -------------------------------------------------------------- */
+
+uint64_t seg_key_lcp(const uint8_t *a, uint64_t a_bits, const uint8_t *b,
+                     uint64_t b_bits, int *cmp)
+{
+	uint64_t min_bits = a_bits < b_bits ? a_bits : b_bits;
+	uint64_t whole = min_bits / 8, i = 0;
+	while (i + 8 <= whole) {
+		uint64_t x = kvs_load_be64(a + i) ^ kvs_load_be64(b + i);
+		if (x) {
+			unsigned z = (unsigned)__builtin_clzll(x);
+			*cmp = (kvs_load_be64(a + i) >> (63 - z)) & 1 ? 1 : -1;
+			return 8 * i + z;
+		}
+		i += 8;
+	}
+	for (; i < whole; i++) {
+		unsigned x = a[i] ^ b[i];
+		if (x) {
+			unsigned z = (unsigned)__builtin_clz(x) - 24;
+			*cmp = (a[i] >> (7 - z)) & 1 ? 1 : -1;
+			return 8 * i + z;
+		}
+	}
+	unsigned rest = (unsigned)(min_bits & 7);
+	if (rest) {
+		unsigned x = (a[i] ^ b[i]) & (0xFFu << (8 - rest)) & 0xFF;
+		if (x) {
+			unsigned z = (unsigned)__builtin_clz(x) - 24;
+			*cmp = (a[i] >> (7 - z)) & 1 ? 1 : -1;
+			return 8 * i + z;
+		}
+	}
+	*cmp = a_bits < b_bits ? -1 : a_bits > b_bits;
+	return min_bits;
+}
+
+int kvs_key_compare(const void *a, uint64_t a_bits, const void *b,
+                    uint64_t b_bits)
+{
+	int cmp;
+	seg_key_lcp(a, a_bits, b, b_bits, &cmp);
+	return cmp;
+}
+
+/* ---- field codes ------------------------------------------------------- */
+
+void kvs_default_codes(kvs_code_spec codes[KVS_FIELD_COUNT])
+{
+	/* See bench/README.md, "Choosing the bit-profile codes". */
+	codes[KVS_FIELD_LCP] = (kvs_code_spec){KVS_CODE_EG, 2, 1};
+	codes[KVS_FIELD_KEYLEN] = (kvs_code_spec){KVS_CODE_EG, 0, 1};
+	codes[KVS_FIELD_VALLEN] = (kvs_code_spec){KVS_CODE_EG, 0, 1};
+}
+
+kvs_status kvs_code_spec_check(const kvs_code_spec *spec)
+{
+	if (spec->delta > 1)
+		return KVS_E_INVAL;
+	switch (spec->kind) {
+	case KVS_CODE_EG:
+		return spec->param <= 63 ? KVS_OK : KVS_E_INVAL;
+	case KVS_CODE_GOLOMB:
+		return spec->param >= 1 ? KVS_OK : KVS_E_INVAL;
+	case KVS_CODE_FIXED:
+		return spec->param >= 1 && spec->param <= 64 ? KVS_OK
+		                                             : KVS_E_INVAL;
+	}
+	return KVS_E_INVAL;
+}
+
+kvs_status kvs_code_spec_parse(const char *text, kvs_code_spec *spec)
+{
+	kvs_code_spec s = {0, 0, 0};
+	if (text[0] == 'd') {
+		s.delta = 1;
+		text++;
+	}
+	const char *num;
+	if (strncmp(text, "eg", 2) == 0) {
+		s.kind = KVS_CODE_EG;
+		num = text + 2;
+	} else if (strncmp(text, "fixed", 5) == 0) {
+		s.kind = KVS_CODE_FIXED;
+		num = text + 5;
+	} else if (text[0] == 'g') {
+		s.kind = KVS_CODE_GOLOMB;
+		num = text + 1;
+	} else {
+		return KVS_E_INVAL;
+	}
+	if (*num < '0' || *num > '9' || strlen(num) > 3)
+		return KVS_E_INVAL;
+	char *end;
+	unsigned long v = strtoul(num, &end, 10);
+	if (*end != '\0' || v > 255)
+		return KVS_E_INVAL;
+	s.param = (uint8_t)v;
+	if (kvs_code_spec_check(&s) != KVS_OK)
+		return KVS_E_INVAL;
+	*spec = s;
+	return KVS_OK;
+}
+
+void kvs_code_spec_format(const kvs_code_spec *spec, char out[16])
+{
+	const char *name = spec->kind == KVS_CODE_EG       ? "eg"
+	                   : spec->kind == KVS_CODE_GOLOMB ? "g"
+	                   : spec->kind == KVS_CODE_FIXED  ? "fixed"
+	                                                   : "?";
+	snprintf(out, 16, "%s%s%u", spec->delta ? "d" : "", name,
+	         (unsigned)spec->param);
+}
+
+void seg_field_init(seg_field *f, const kvs_code_spec *spec)
+{
+	f->spec = *spec;
+	memset(&f->golomb, 0, sizeof f->golomb);
+	if (spec->kind == KVS_CODE_GOLOMB)
+		kvs_golomb_init(&f->golomb, spec->param);
+}
+
+kvs_status seg_field_put(kvs_bitwriter *w, const seg_field *f, uint64_t value,
+                         uint64_t prev)
+{
+	uint64_t v = f->spec.delta ? seg_zigzag(value, prev) : value;
+	switch (f->spec.kind) {
+	case KVS_CODE_EG:
+		return kvs_put_eg(w, v, f->spec.param);
+	case KVS_CODE_GOLOMB:
+		return kvs_put_golomb(w, &f->golomb, v);
+	default:
+		return kvs_put_fixed(w, v, f->spec.param);
+	}
+}

@@ -1,0 +1,195 @@
+/*
+ * segment_internal.h — what the segment writer, reader and cursor share:
+ * the on-disk constants of docs/FORMAT.md §5-§7, the opened segment, key
+ * comparison and the bit-profile field codes.
+ */
+#ifndef KVSEG_SEGMENT_INTERNAL_H
+#define KVSEG_SEGMENT_INTERNAL_H
+
+#include <stdatomic.h>
+#include <string.h>
+
+#include "kvseg/bits.h"
+#include "kvseg/codes.h"
+#include "kvseg/ef.h"
+#include "kvseg/segment.h"
+
+/* ---- FORMAT.md §5: envelope and directory ------------------------------ */
+
+#define SEG_MAGIC          "\x89KVSEG\r\n"
+#define SEG_HEADER_BYTES   128
+#define SEG_DIRENT_BYTES   32
+#define SEG_MAX_SECTIONS   64
+#define SEG_MAX_ALIGN_LOG2 12
+#define SEG_SECTION_ALIGN  3 /* log2: the writer aligns sections to 8 */
+
+/* header field offsets */
+enum {
+	HDR_MAGIC = 0,
+	HDR_VERSION = 8,
+	HDR_PROFILE = 10,
+	HDR_FRAMING = 11,
+	HDR_FLAGS = 12,
+	HDR_RECORDS = 16,
+	HDR_TOMBSTONES = 24,
+	HDR_KEY_BITS = 32,
+	HDR_VALUE_BYTES = 40,
+	HDR_RESTART = 48,
+	HDR_SECTIONS = 52,
+	HDR_SEQUENCE = 56,
+	HDR_FILE_LEN = 64,
+	HDR_STREAM_BITS = 72,
+	HDR_MAX_KEY_BITS = 80,
+	HDR_CODES = 88, /* 3 x 4 bytes */
+	HDR_RESERVED = 100,
+	HDR_BODY_CRC = 120,
+	HDR_HEADER_CRC = 124,
+};
+
+/* directory entry field offsets */
+enum {
+	DIR_KIND = 0,
+	DIR_FLAGS = 2,
+	DIR_ALIGN = 4,
+	DIR_OFFSET = 8,
+	DIR_LENGTH = 16,
+	DIR_RESERVED = 24,
+};
+
+#define SEC_FLAG_REQUIRED 1u
+
+enum {
+	SEC_RECORDS = 1,
+	SEC_RESTARTS = 2,
+	SEC_SORTMETA = 3,
+	/* reserved for later versions */
+	SEC_DICTIONARY = 16,
+	SEC_VALUE_BLOCKS = 17,
+	SEC_FRACTIONAL = 18,
+};
+
+/* ---- bit-profile fields (FORMAT.md §6.2) ------------------------------- */
+
+typedef struct seg_field {
+	kvs_code_spec spec;
+	kvs_golomb golomb; /* when spec.kind == KVS_CODE_GOLOMB */
+} seg_field;
+
+void seg_field_init(seg_field *f, const kvs_code_spec *spec);
+
+static inline uint64_t seg_zigzag(uint64_t value, uint64_t prev)
+{
+	int64_t d = (int64_t)(value - prev);
+	return ((uint64_t)d << 1) ^ (uint64_t)(d >> 63);
+}
+
+/* Decodes one field; the result must be <= bound. */
+static inline kvs_status seg_field_get(kvs_bitreader *r, const seg_field *f,
+                                       uint64_t prev, uint64_t bound,
+                                       uint64_t *out)
+{
+	uint64_t v;
+	kvs_status st;
+	switch (f->spec.kind) {
+	case KVS_CODE_EG:
+		st = kvs_get_eg(r, f->spec.param, &v);
+		break;
+	case KVS_CODE_GOLOMB:
+		st = kvs_get_golomb(r, &f->golomb, &v);
+		break;
+	default:
+		st = kvs_get_fixed(r, f->spec.param, &v);
+		break;
+	}
+	if (st != KVS_OK)
+		return st;
+	if (f->spec.delta) /* prev + unzigzag(v), modulo 2^64; see FORMAT */
+		v = prev + ((v >> 1) ^ (uint64_t)-(int64_t)(v & 1));
+	if (v > bound)
+		return KVS_E_CORRUPT;
+	*out = v;
+	return KVS_OK;
+}
+
+kvs_status seg_field_put(kvs_bitwriter *w, const seg_field *f, uint64_t value,
+                         uint64_t prev);
+
+/* ---- keys -------------------------------------------------------------- */
+
+static inline uint64_t seg_key_bytes(uint64_t bits)
+{
+	return (bits + 7) / 8;
+}
+
+/* Length of the common prefix of two bit strings, in bits; *cmp receives
+ * their order (<0, 0, >0). */
+uint64_t seg_key_lcp(const uint8_t *a, uint64_t a_bits, const uint8_t *b,
+                     uint64_t b_bits, int *cmp);
+
+/* Writes n (1..57) bits of value (its low bits) at bit pos of buf, MSB
+ * first, keeping the bits before pos; buf must have 8 bytes of room at
+ * pos / 8. Bits after pos + n in that 64-bit window are cleared. */
+static inline void seg_put_bits(uint8_t *buf, uint64_t pos, uint64_t value,
+                                unsigned n)
+{
+	uint8_t *p = buf + pos / 8;
+	unsigned sh = (unsigned)(pos & 7);
+	uint64_t keep = sh ? ~(~(uint64_t)0 >> sh) : 0;
+	uint64_t w = kvs_load_be64(p) & keep;
+	w |= (value << (64 - n)) >> sh;
+	kvs_store_be64(p, w);
+}
+
+/* ---- the opened segment ------------------------------------------------ */
+
+struct kvs_segment {
+	atomic_long refs;
+	const uint8_t *data;
+	size_t len;
+	bool mapped;
+
+	kvs_profile profile;
+	kvs_framing framing;
+	uint32_t restart_interval;
+	uint32_t section_count;
+	uint64_t records, tombstones, key_bits, value_bytes, sequence;
+	uint64_t stream_bits, max_key_bits;
+	uint64_t dir_end; /* end of the directory: the body starts here */
+	seg_field fields[KVS_FIELD_COUNT];
+
+	const uint8_t *stream; /* the record stream section */
+	uint64_t stream_len;   /* its bytes */
+	kvs_ef restarts;       /* stream offsets (bytes or bits) */
+	uint64_t restart_count;
+	uint64_t ef_len;
+	const uint8_t *meta; /* sort metadata, NULL if absent */
+	uint64_t meta_len;
+};
+
+/* ---- cursor ------------------------------------------------------------ */
+
+struct kvs_cursor {
+	kvs_segment *seg;
+	uint64_t ordinal;    /* current record; seg->records at the end */
+	uint64_t rec_start;  /* stream offset of the current record */
+	uint64_t next_off;   /* byte profile: offset after the current record */
+	kvs_bitreader br;    /* bit profile: positioned after the record */
+	uint64_t prev_lcp, prev_keylen, prev_vallen; /* bit field states */
+
+	uint8_t *key; /* max_key_bits / 8 + 16 bytes */
+	uint64_t key_bits;
+	kvs_kind kind;
+	uint64_t value_len;
+	const uint8_t *value; /* byte profile */
+	uint64_t value_bit;   /* bit profile: stream bit offset of the value */
+	uint8_t *vbuf;        /* bit profile: copied value */
+	size_t vcap;
+
+	uint8_t *scratch; /* a restart key during seek (bit profile) */
+};
+
+/* Decodes the record at stream offset off (bytes or bits) as record
+ * ordinal; for a non-restart the cursor must hold the previous record. */
+kvs_status seg_cursor_decode_at(kvs_cursor *c, uint64_t ordinal, uint64_t off);
+
+#endif

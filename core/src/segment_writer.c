@@ -1,0 +1,658 @@
+/*
+ * segment_writer.c — the streaming segment writer (docs/FORMAT.md §5-§7).
+ *
+ * Records arrive in key order and are front-coded straight into a buffer
+ * that is written to a temporary file in the target directory whenever it
+ * passes FLUSH_BYTES, so memory stays bounded by one buffer, one key and
+ * the restart offsets (8 bytes per K records). The body CRC32C is computed
+ * as the bytes go out. At the end the restart EF and the sort metadata
+ * follow, the envelope and directory are written at offset 0, the file is
+ * cut to its exact size, fsynced and renamed into place, and the directory
+ * is fsynced: the final name shows a complete segment or nothing.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kvseg/crc32c.h"
+#include "segment_internal.h"
+
+#define FLUSH_BYTES ((size_t)1 << 20)
+#define SECTION_COUNT 3
+
+struct kvs_writer {
+	kvs_writer_options opt;
+	seg_field fields[KVS_FIELD_COUNT];
+	char *path, *tmp_path;
+	int fd;
+	bool failed, finished;
+
+	/* the record stream: bytes written to the file so far and pending */
+	uint64_t flushed;   /* bytes of the stream already in the file */
+	uint32_t body_crc;  /* over what is already in the file */
+	uint8_t *buf;       /* byte profile: pending stream bytes */
+	size_t buf_len, buf_cap;
+	kvs_bitwriter bw;   /* bit profile */
+
+	/* the previous record */
+	uint8_t *prev_key;
+	uint64_t prev_bits;
+	uint64_t prev_lcp, prev_keylen, prev_vallen; /* field states */
+	uint8_t *first_key;
+	uint64_t first_bits;
+
+	uint64_t records, tombstones, key_bits, value_bytes, max_key_bits;
+	uint64_t *restarts;
+	size_t restarts_len, restarts_cap;
+};
+
+static kvs_status fail(kvs_writer *w, kvs_error *err, kvs_status st,
+                       const char *fmt, const char *detail)
+{
+	w->failed = true;
+	return kvs_error_set(err, st, fmt, w->path, detail);
+}
+
+static kvs_status io_fail(kvs_writer *w, kvs_error *err, const char *what)
+{
+	w->failed = true;
+	return kvs_error_set(err, KVS_E_IO, "%s: %s: %s", w->path, what,
+	                     strerror(errno));
+}
+
+static kvs_status write_all(kvs_writer *w, const void *data, size_t len,
+                            kvs_error *err)
+{
+	const uint8_t *p = data;
+	while (len > 0) {
+		ssize_t n = write(w->fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return io_fail(w, err, "write");
+		}
+		w->body_crc = kvs_crc32c(w->body_crc, p, (size_t)n);
+		p += n;
+		len -= (size_t)n;
+	}
+	return KVS_OK;
+}
+
+kvs_status kvs_writer_open(kvs_writer **out, const char *path,
+                           const kvs_writer_options *opt, kvs_error *err)
+{
+	*out = NULL;
+	kvs_writer_options o = {0};
+	if (opt)
+		o = *opt;
+	if (o.restart_interval == 0)
+		o.restart_interval = KVS_DEFAULT_RESTART_INTERVAL;
+	if (o.profile != KVS_PROFILE_BYTE && o.profile != KVS_PROFILE_BIT)
+		return kvs_error_set(err, KVS_E_INVAL, "%s: unknown profile",
+		                     path);
+	if (o.framing != KVS_FRAMING_TYPED && o.framing != KVS_FRAMING_RAW)
+		return kvs_error_set(err, KVS_E_INVAL, "%s: unknown framing",
+		                     path);
+	if (o.restart_interval > KVS_MAX_RESTART_INTERVAL)
+		return kvs_error_set(err, KVS_E_RANGE,
+		                     "%s: restart interval %u is above %u", path,
+		                     o.restart_interval,
+		                     KVS_MAX_RESTART_INTERVAL);
+	if (o.profile == KVS_PROFILE_BIT) {
+		if (!o.custom_codes)
+			kvs_default_codes(o.codes);
+		for (int i = 0; i < KVS_FIELD_COUNT; i++)
+			if (kvs_code_spec_check(&o.codes[i]) != KVS_OK)
+				return kvs_error_set(err, KVS_E_INVAL,
+				                     "%s: invalid code for field %d",
+				                     path, i);
+	} else {
+		memset(o.codes, 0, sizeof o.codes);
+	}
+
+	kvs_writer *w = calloc(1, sizeof *w);
+	if (!w)
+		return kvs_error_set(err, KVS_E_NOMEM, "%s: out of memory",
+		                     path);
+	w->opt = o;
+	w->fd = -1;
+	for (int i = 0; i < KVS_FIELD_COUNT; i++)
+		seg_field_init(&w->fields[i], &o.codes[i]);
+	kvs_bw_init(&w->bw);
+
+	size_t plen = strlen(path);
+	w->path = malloc(plen + 1);
+	w->tmp_path = malloc(plen + 32);
+	if (!w->path || !w->tmp_path) {
+		kvs_writer_free(w);
+		return kvs_error_set(err, KVS_E_NOMEM, "%s: out of memory",
+		                     path);
+	}
+	memcpy(w->path, path, plen + 1);
+	/* ".NAME.tmp-XXXXXX" next to the final name, so rename is atomic */
+	const char *slash = strrchr(path, '/');
+	size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
+	snprintf(w->tmp_path, plen + 32, "%.*s.%s.tmp-XXXXXX", (int)dir_len,
+	         path, path + dir_len);
+	if (path[dir_len] == '\0') {
+		kvs_writer_free(w);
+		return kvs_error_set(err, KVS_E_INVAL,
+		                     "%s: the path names a directory", path);
+	}
+	w->fd = mkostemp(w->tmp_path, O_CLOEXEC);
+	if (w->fd < 0) {
+		kvs_status st = kvs_error_set(
+		    err, KVS_E_IO, "%s: cannot create a temporary file: %s",
+		    path, strerror(errno));
+		w->tmp_path[0] = '\0';
+		kvs_writer_free(w);
+		return st;
+	}
+	uint64_t data_start =
+	    SEG_HEADER_BYTES + (uint64_t)SEG_DIRENT_BYTES * SECTION_COUNT;
+	if (lseek(w->fd, (off_t)data_start, SEEK_SET) < 0) {
+		kvs_status st = io_fail(w, err, "lseek");
+		kvs_writer_free(w);
+		return st;
+	}
+	*out = w;
+	return KVS_OK;
+}
+
+uint64_t kvs_writer_count(const kvs_writer *w)
+{
+	return w->records;
+}
+
+/* Grows a byte buffer to hold need bytes; KVS_E_NOMEM on failure. */
+static kvs_status grow(uint8_t **buf, size_t *cap, size_t need)
+{
+	if (need <= *cap)
+		return KVS_OK;
+	size_t n = *cap ? *cap : 64;
+	while (n < need)
+		n *= 2;
+	uint8_t *p = realloc(*buf, n);
+	if (!p)
+		return KVS_E_NOMEM;
+	*buf = p;
+	*cap = n;
+	return KVS_OK;
+}
+
+/* The current stream offset: bytes (byte profile) or bits (bit profile). */
+static uint64_t stream_offset(const kvs_writer *w)
+{
+	if (w->opt.profile == KVS_PROFILE_BYTE)
+		return w->flushed + w->buf_len;
+	return w->flushed * 8 + kvs_bw_bit_length(&w->bw);
+}
+
+static kvs_status flush_stream(kvs_writer *w, kvs_error *err)
+{
+	kvs_status st;
+	if (w->opt.profile == KVS_PROFILE_BYTE) {
+		st = write_all(w, w->buf, w->buf_len, err);
+		w->flushed += w->buf_len;
+		w->buf_len = 0;
+	} else { /* whole bytes only: pending bits stay in the writer */
+		st = write_all(w, w->bw.buf, w->bw.len, err);
+		w->flushed += w->bw.len;
+		w->bw.len = 0;
+	}
+	return st;
+}
+
+/* Appends bits [start, start + n) of src (src_bytes long) to the writer. */
+static kvs_status put_key_bits(kvs_bitwriter *bw, const uint8_t *src,
+                               uint64_t start, uint64_t n)
+{
+	kvs_status st = KVS_OK;
+	while (n > 0 && st == KVS_OK) {
+		unsigned take = n > 56 ? 56 : (unsigned)n;
+		/* bits [start, start + take) lie in at most 8 bytes */
+		uint64_t first = start / 8;
+		uint64_t last = (start + take - 1) / 8;
+		uint64_t v = 0;
+		for (uint64_t i = first; i <= last; i++)
+			v = v << 8 | src[i];
+		unsigned total = (unsigned)(last - first + 1) * 8;
+		unsigned drop = total - (unsigned)(start & 7) - take;
+		st = kvs_bw_put(bw, v >> drop, take);
+		start += take;
+		n -= take;
+	}
+	return st;
+}
+
+static kvs_status put_value_bits(kvs_bitwriter *bw, const uint8_t *v,
+                                 size_t len)
+{
+	kvs_status st = KVS_OK;
+	size_t i = 0;
+	for (; i + 8 <= len && st == KVS_OK; i += 8)
+		st = kvs_bw_put(bw, kvs_load_be64(v + i), 64);
+	for (; i < len && st == KVS_OK; i++)
+		st = kvs_bw_put(bw, v[i], 8);
+	return st;
+}
+
+static const char *const field_names[KVS_FIELD_COUNT] = {
+    "LCP", "key length", "value length"};
+
+static kvs_status put_field(kvs_writer *w, kvs_field f, uint64_t value,
+                            uint64_t prev, kvs_error *err)
+{
+	kvs_status st = seg_field_put(&w->bw, &w->fields[f], value, prev);
+	if (st == KVS_E_RANGE) {
+		char name[16];
+		kvs_code_spec_format(&w->fields[f].spec, name);
+		w->failed = true;
+		return kvs_error_set(err, st,
+		                     "%s: record %llu: %s %llu cannot be "
+		                     "written in code %s",
+		                     w->path, (unsigned long long)w->records,
+		                     field_names[f], (unsigned long long)value,
+		                     name);
+	}
+	if (st != KVS_OK) {
+		w->failed = true;
+		return kvs_error_set(err, st, "%s: %s", w->path,
+		                     kvs_strerror(st));
+	}
+	return KVS_OK;
+}
+
+static kvs_status add_byte_record(kvs_writer *w, const uint8_t *key,
+                                  uint64_t key_len, uint64_t lcp,
+                                  bool restart, kvs_kind kind,
+                                  const void *value, size_t value_len)
+{
+	size_t need = w->buf_len + 3 * KVS_VARINT_MAX + key_len + value_len;
+	if (grow(&w->buf, &w->buf_cap, need) != KVS_OK)
+		return KVS_E_NOMEM;
+	uint8_t *p = w->buf + w->buf_len;
+	if (restart) {
+		p += kvs_varint_put(p, key_len);
+	} else {
+		p += kvs_varint_put(p, lcp);
+		p += kvs_varint_put(p, key_len - lcp);
+	}
+	memcpy(p, key + lcp, key_len - lcp);
+	p += key_len - lcp;
+	if (w->opt.framing == KVS_FRAMING_TYPED)
+		p += kvs_varint_put(p, kind == KVS_KIND_TOMBSTONE
+		                           ? 0
+		                           : (uint64_t)value_len + 1);
+	else
+		p += kvs_varint_put(p, value_len);
+	if (kind == KVS_KIND_VALUE && value_len) {
+		memcpy(p, value, value_len);
+		p += value_len;
+	}
+	w->buf_len = (size_t)(p - w->buf);
+	return KVS_OK;
+}
+
+static kvs_status add_bit_record(kvs_writer *w, const uint8_t *key,
+                                 uint64_t key_bits, uint64_t lcp, bool restart,
+                                 kvs_kind kind, const void *value,
+                                 size_t value_len, kvs_error *err)
+{
+	kvs_status st;
+	if (restart) {
+		w->prev_lcp = w->prev_keylen = w->prev_vallen = 0;
+	} else {
+		st = put_field(w, KVS_FIELD_LCP, lcp, w->prev_lcp, err);
+		if (st != KVS_OK)
+			return st;
+		w->prev_lcp = lcp;
+	}
+	st = put_field(w, KVS_FIELD_KEYLEN, key_bits, w->prev_keylen, err);
+	if (st != KVS_OK)
+		return st;
+	w->prev_keylen = key_bits;
+	st = put_key_bits(&w->bw, key, lcp, key_bits - lcp);
+	if (st == KVS_OK && w->opt.framing == KVS_FRAMING_TYPED)
+		st = kvs_bw_put(&w->bw, kind == KVS_KIND_VALUE, 1);
+	if (st == KVS_OK && kind == KVS_KIND_VALUE) {
+		st = put_field(w, KVS_FIELD_VALLEN, value_len, w->prev_vallen,
+		               err);
+		if (st != KVS_OK)
+			return st;
+		w->prev_vallen = value_len;
+		st = put_value_bits(&w->bw, value, value_len);
+	}
+	return st;
+}
+
+kvs_status kvs_writer_add(kvs_writer *w, const void *key, uint64_t key_bits,
+                          kvs_kind kind, const void *value, size_t value_len,
+                          kvs_error *err)
+{
+	char detail[160];
+	if (w->failed || w->finished)
+		return kvs_error_set(err, KVS_E_INVAL,
+		                     "%s: the writer is %s", w->path,
+		                     w->finished ? "finished" : "failed");
+	unsigned long long idx = (unsigned long long)w->records;
+	if (kind != KVS_KIND_VALUE && kind != KVS_KIND_TOMBSTONE) {
+		snprintf(detail, sizeof detail, "record %llu: unknown kind",
+		         idx);
+		return fail(w, err, KVS_E_INVAL, "%s: %s", detail);
+	}
+	if (kind == KVS_KIND_TOMBSTONE && w->opt.framing == KVS_FRAMING_RAW) {
+		snprintf(detail, sizeof detail,
+		         "record %llu: raw framing cannot hold a tombstone",
+		         idx);
+		return fail(w, err, KVS_E_INVAL, "%s: %s", detail);
+	}
+	if (key_bits > KVS_MAX_KEY_BITS) {
+		snprintf(detail, sizeof detail,
+		         "record %llu: key of %llu bits is longer than %llu",
+		         idx, (unsigned long long)key_bits,
+		         (unsigned long long)KVS_MAX_KEY_BITS);
+		return fail(w, err, KVS_E_RANGE, "%s: %s", detail);
+	}
+	if (w->opt.profile == KVS_PROFILE_BYTE && key_bits % 8) {
+		snprintf(detail, sizeof detail,
+		         "record %llu: the byte profile takes whole bytes, not "
+		         "a %llu-bit key",
+		         idx, (unsigned long long)key_bits);
+		return fail(w, err, KVS_E_INVAL, "%s: %s", detail);
+	}
+	if (kind == KVS_KIND_TOMBSTONE)
+		value_len = 0;
+	if (value_len > KVS_MAX_VALUE_LEN) {
+		snprintf(detail, sizeof detail,
+		         "record %llu: value of %zu bytes is too long", idx,
+		         value_len);
+		return fail(w, err, KVS_E_RANGE, "%s: %s", detail);
+	}
+	if ((key_bits && !key) || (value_len && !value))
+		return fail(w, err, KVS_E_INVAL, "%s: %s", "NULL key or value");
+
+	/* the key, with its padding bits cleared, becomes prev_key */
+	uint64_t nbytes = seg_key_bytes(key_bits);
+	uint64_t lcp = 0;
+	if (w->records > 0) {
+		int cmp;
+		lcp = seg_key_lcp(key, key_bits, w->prev_key, w->prev_bits,
+		                  &cmp);
+		if (cmp <= 0) {
+			snprintf(detail, sizeof detail,
+			         "record %llu: key is %s the previous key "
+			         "(record %llu); keys must strictly increase",
+			         idx, cmp == 0 ? "equal to" : "less than",
+			         idx - 1);
+			return fail(w, err, KVS_E_ORDER, "%s: %s", detail);
+		}
+	}
+	bool restart = w->records % w->opt.restart_interval == 0;
+	if (restart) {
+		lcp = 0;
+		if (w->restarts_len == w->restarts_cap) {
+			size_t n = w->restarts_cap ? 2 * w->restarts_cap : 64;
+			uint64_t *r = realloc(w->restarts, n * sizeof *r);
+			if (!r)
+				return fail(w, err, KVS_E_NOMEM, "%s: %s",
+				            "out of memory");
+			w->restarts = r;
+			w->restarts_cap = n;
+		}
+		w->restarts[w->restarts_len++] = stream_offset(w);
+	}
+
+	uint8_t *pk = w->prev_key;
+	if (w->records == 0 || seg_key_bytes(w->prev_bits) < nbytes ||
+	    !w->prev_key) {
+		uint8_t *p = realloc(w->prev_key, nbytes + 1);
+		if (!p)
+			return fail(w, err, KVS_E_NOMEM, "%s: %s",
+			            "out of memory");
+		w->prev_key = pk = p;
+	}
+	/* copy first: key may alias nothing of ours, but normalize padding */
+	if (nbytes) {
+		memcpy(pk, key, nbytes);
+		if (key_bits & 7)
+			pk[nbytes - 1] &= (uint8_t)(0xFF00u >> (key_bits & 7));
+	}
+
+	kvs_status st;
+	if (w->opt.profile == KVS_PROFILE_BYTE) {
+		st = add_byte_record(w, pk, nbytes, lcp / 8, restart, kind,
+		                     value, value_len);
+		if (st != KVS_OK)
+			return fail(w, err, st, "%s: %s", kvs_strerror(st));
+		if (w->buf_len >= FLUSH_BYTES)
+			st = flush_stream(w, err);
+	} else {
+		st = add_bit_record(w, pk, key_bits, lcp, restart, kind, value,
+		                    value_len, err);
+		if (st != KVS_OK) {
+			if (!w->failed)
+				return fail(w, err, st, "%s: %s",
+				            kvs_strerror(st));
+			return st;
+		}
+		if (w->bw.len >= FLUSH_BYTES)
+			st = flush_stream(w, err);
+	}
+	if (st != KVS_OK)
+		return st;
+
+	if (w->records == 0) {
+		w->first_key = malloc(nbytes + 1);
+		if (!w->first_key)
+			return fail(w, err, KVS_E_NOMEM, "%s: %s",
+			            "out of memory");
+		memcpy(w->first_key, pk, nbytes);
+		w->first_bits = key_bits;
+	}
+	w->prev_bits = key_bits;
+	w->records++;
+	w->tombstones += kind == KVS_KIND_TOMBSTONE;
+	w->key_bits += key_bits;
+	w->value_bytes += value_len;
+	if (key_bits > w->max_key_bits)
+		w->max_key_bits = key_bits;
+	return KVS_OK;
+}
+
+kvs_status kvs_writer_add_bytes(kvs_writer *w, const void *key,
+                                size_t key_len, kvs_kind kind,
+                                const void *value, size_t value_len,
+                                kvs_error *err)
+{
+	if (key_len > KVS_MAX_KEY_BITS / 8)
+		return fail(w, err, KVS_E_RANGE, "%s: %s", "key too long");
+	return kvs_writer_add(w, key, (uint64_t)key_len * 8, kind, value,
+	                      value_len, err);
+}
+
+/* Zero bytes up to the next multiple of 8 (section alignment). */
+static kvs_status pad8(kvs_writer *w, uint64_t *pos, kvs_error *err)
+{
+	static const uint8_t zeros[8];
+	size_t n = (size_t)(-*pos & 7);
+	*pos += n;
+	return n ? write_all(w, zeros, n, err) : KVS_OK;
+}
+
+static void put_dirent(uint8_t *d, unsigned kind, bool required,
+                       uint64_t offset, uint64_t length)
+{
+	memset(d, 0, SEG_DIRENT_BYTES);
+	d[DIR_KIND] = (uint8_t)kind;
+	d[DIR_FLAGS] = required ? SEC_FLAG_REQUIRED : 0;
+	d[DIR_ALIGN] = SEG_SECTION_ALIGN;
+	kvs_store_le64(d + DIR_OFFSET, offset);
+	kvs_store_le64(d + DIR_LENGTH, length);
+}
+
+kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
+{
+	if (w->failed || w->finished)
+		return kvs_error_set(err, KVS_E_INVAL,
+		                     "%s: the writer is %s", w->path,
+		                     w->finished ? "finished" : "failed");
+	kvs_status st;
+	uint64_t stream_bits;
+	if (w->opt.profile == KVS_PROFILE_BIT) {
+		stream_bits = stream_offset(w);
+		st = kvs_bw_flush(&w->bw, NULL, NULL);
+		if (st != KVS_OK)
+			return fail(w, err, st, "%s: %s", kvs_strerror(st));
+	} else {
+		stream_bits = stream_offset(w) * 8;
+	}
+	if ((st = flush_stream(w, err)) != KVS_OK)
+		return st;
+
+	uint64_t dir_end =
+	    SEG_HEADER_BYTES + (uint64_t)SEG_DIRENT_BYTES * SECTION_COUNT;
+	uint64_t stream_len = w->flushed;
+	uint64_t pos = dir_end + stream_len;
+	if ((st = pad8(w, &pos, err)) != KVS_OK)
+		return st;
+
+	/* the restart EF */
+	uint64_t ef_off = pos, max = 0;
+	if (w->restarts_len)
+		max = w->restarts[w->restarts_len - 1];
+	size_t ef_len;
+	st = kvs_ef_size(w->restarts_len, max, &ef_len);
+	uint8_t *ef = st == KVS_OK ? malloc(ef_len) : NULL;
+	if (!ef)
+		return fail(w, err, KVS_E_NOMEM, "%s: %s", "out of memory");
+	st = kvs_ef_build(w->restarts, w->restarts_len, ef, ef_len);
+	if (st == KVS_OK)
+		st = write_all(w, ef, ef_len, err);
+	free(ef);
+	if (st != KVS_OK)
+		return w->failed ? st : fail(w, err, st, "%s: %s",
+		                                 kvs_strerror(st));
+	pos += ef_len;
+	if ((st = pad8(w, &pos, err)) != KVS_OK)
+		return st;
+
+	/* the sort metadata: first and last key */
+	uint64_t meta_off = pos;
+	uint64_t fb = w->records ? w->first_bits : 0;
+	uint64_t lb = w->records ? w->prev_bits : 0;
+	uint64_t meta_len = 16 + seg_key_bytes(fb) + seg_key_bytes(lb);
+	uint8_t *meta = malloc(meta_len);
+	if (!meta)
+		return fail(w, err, KVS_E_NOMEM, "%s: %s", "out of memory");
+	kvs_store_le64(meta, fb);
+	if (fb)
+		memcpy(meta + 8, w->first_key, seg_key_bytes(fb));
+	kvs_store_le64(meta + 8 + seg_key_bytes(fb), lb);
+	if (lb)
+		memcpy(meta + 16 + seg_key_bytes(fb), w->prev_key,
+		       seg_key_bytes(lb));
+	st = write_all(w, meta, meta_len, err);
+	free(meta);
+	if (st != KVS_OK)
+		return st;
+	uint64_t file_len = meta_off + meta_len;
+
+	/* the envelope and the directory */
+	uint8_t head[SEG_HEADER_BYTES + SEG_DIRENT_BYTES * SECTION_COUNT];
+	memset(head, 0, sizeof head);
+	memcpy(head + HDR_MAGIC, SEG_MAGIC, 8);
+	head[HDR_VERSION] = KVS_SEGMENT_VERSION;
+	head[HDR_PROFILE] = (uint8_t)w->opt.profile;
+	head[HDR_FRAMING] = (uint8_t)w->opt.framing;
+	kvs_store_le64(head + HDR_RECORDS, w->records);
+	kvs_store_le64(head + HDR_TOMBSTONES, w->tombstones);
+	kvs_store_le64(head + HDR_KEY_BITS, w->key_bits);
+	kvs_store_le64(head + HDR_VALUE_BYTES, w->value_bytes);
+	kvs_store_le32(head + HDR_RESTART, w->opt.restart_interval);
+	kvs_store_le32(head + HDR_SECTIONS, SECTION_COUNT);
+	kvs_store_le64(head + HDR_SEQUENCE, w->opt.sequence);
+	kvs_store_le64(head + HDR_FILE_LEN, file_len);
+	kvs_store_le64(head + HDR_STREAM_BITS, stream_bits);
+	kvs_store_le64(head + HDR_MAX_KEY_BITS, w->max_key_bits);
+	for (int i = 0; w->opt.profile == KVS_PROFILE_BIT && i < 3; i++) {
+		head[HDR_CODES + 4 * i] = w->opt.codes[i].kind;
+		head[HDR_CODES + 4 * i + 1] = w->opt.codes[i].param;
+		head[HDR_CODES + 4 * i + 2] = w->opt.codes[i].delta;
+	}
+	uint8_t *dir = head + SEG_HEADER_BYTES;
+	put_dirent(dir, SEC_RECORDS, true, dir_end, stream_len);
+	put_dirent(dir + SEG_DIRENT_BYTES, SEC_RESTARTS, true, ef_off, ef_len);
+	put_dirent(dir + 2 * SEG_DIRENT_BYTES, SEC_SORTMETA, false, meta_off,
+	           meta_len);
+	kvs_store_le32(head + HDR_BODY_CRC, w->body_crc);
+	uint32_t hcrc = kvs_crc32c(0, head, HDR_HEADER_CRC);
+	hcrc = kvs_crc32c(hcrc, dir, SEG_DIRENT_BYTES * SECTION_COUNT);
+	kvs_store_le32(head + HDR_HEADER_CRC, hcrc);
+
+	size_t done = 0;
+	while (done < sizeof head) {
+		ssize_t n = pwrite(w->fd, head + done, sizeof head - done,
+		                   (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return io_fail(w, err, "write");
+		done += (size_t)n;
+	}
+	if (ftruncate(w->fd, (off_t)file_len) < 0)
+		return io_fail(w, err, "ftruncate");
+	bool sync = !(w->opt.flags & KVS_WRITER_NO_SYNC);
+	if (sync && fsync(w->fd) < 0)
+		return io_fail(w, err, "fsync");
+	if (close(w->fd) < 0) {
+		w->fd = -1;
+		return io_fail(w, err, "close");
+	}
+	w->fd = -1;
+	if (rename(w->tmp_path, w->path) < 0)
+		return io_fail(w, err, "rename");
+	w->tmp_path[0] = '\0'; /* nothing left to remove */
+	w->finished = true;
+	if (sync) { /* make the new name durable */
+		const char *slash = strrchr(w->path, '/');
+		char *dir_path = slash ? strndup(w->path, (size_t)(slash - w->path) + 1)
+		                       : strdup(".");
+		int dfd = dir_path ? open(dir_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+		                   : -1;
+		free(dir_path);
+		if (dfd < 0 || fsync(dfd) < 0) {
+			kvs_status e = kvs_error_set(
+			    err, KVS_E_IO, "%s: fsync of the directory: %s",
+			    w->path, strerror(errno));
+			if (dfd >= 0)
+				close(dfd);
+			return e;
+		}
+		close(dfd);
+	}
+	return KVS_OK;
+}
+
+void kvs_writer_free(kvs_writer *w)
+{
+	if (!w)
+		return;
+	if (w->fd >= 0)
+		close(w->fd);
+	if (w->tmp_path && w->tmp_path[0])
+		unlink(w->tmp_path);
+	free(w->path);
+	free(w->tmp_path);
+	free(w->buf);
+	kvs_bw_free(&w->bw);
+	free(w->prev_key);
+	free(w->first_key);
+	free(w->restarts);
+	free(w);
+}
