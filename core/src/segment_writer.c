@@ -153,6 +153,13 @@ kvs_status kvs_writer_open(kvs_writer **out, const char *path,
 		kvs_writer_free(w);
 		return st;
 	}
+	/* mkostemp makes the file 0600; a segment is readable like any
+	 * file the user writes */
+	if (fchmod(w->fd, 0644) < 0) {
+		kvs_status st = io_fail(w, err, "fchmod");
+		kvs_writer_free(w);
+		return st;
+	}
 	uint64_t data_start =
 	    SEG_HEADER_BYTES + (uint64_t)SEG_DIRENT_BYTES * SECTION_COUNT;
 	if (lseek(w->fd, (off_t)data_start, SEEK_SET) < 0) {
