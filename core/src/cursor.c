@@ -282,6 +282,35 @@ kvs_status kvs_cursor_seek(kvs_cursor *c, const void *key, uint64_t key_bits)
 		return invalidate(c, KVS_OK);
 	/* lo = the number of restarts whose key is <= key */
 	uint64_t lo = 0, hi = s->restart_count;
+	if (s->fences) { /* narrow [lo, hi) to the restarts whose fence ties */
+		int cmp;
+		uint64_t lcp = seg_key_lcp(s->first_key, s->first_bits, key,
+		                           key_bits, &cmp);
+		if (lcp < s->fence_skip) { /* before or after every key */
+			if (cmp > 0)
+				return kvs_cursor_first(c);
+			return invalidate(c, KVS_OK);
+		}
+		uint32_t f = seg_key_fence(key, key_bits, s->fence_skip);
+		uint64_t a = 0, b = s->restart_count; /* first fence >= f */
+		while (a < b) {
+			uint64_t mid = a + (b - a) / 2;
+			if (kvs_load_le32(s->fences + 4 * mid) < f)
+				a = mid + 1;
+			else
+				b = mid;
+		}
+		lo = a;
+		b = s->restart_count; /* first fence > f */
+		while (a < b) {
+			uint64_t mid = a + (b - a) / 2;
+			if (kvs_load_le32(s->fences + 4 * mid) <= f)
+				a = mid + 1;
+			else
+				b = mid;
+		}
+		hi = a;
+	}
 	while (lo < hi) {
 		uint64_t mid = lo + (hi - lo) / 2;
 		int cmp;

@@ -62,6 +62,7 @@ enum {
 	SEC_RECORDS = 1,
 	SEC_RESTARTS = 2,
 	SEC_SORTMETA = 3,
+	SEC_FENCES = 4,
 	/* reserved for later versions */
 	SEC_DICTIONARY = 16,
 	SEC_VALUE_BLOCKS = 17,
@@ -140,6 +141,24 @@ static inline void seg_put_bits(uint8_t *buf, uint64_t pos, uint64_t value,
 	kvs_store_be64(p, w);
 }
 
+/* The fence of a key (FORMAT.md §9): its bits [skip, skip + 32) as a
+ * big-endian number, bits past the key's end read as zero. */
+static inline uint32_t seg_key_fence(const uint8_t *key, uint64_t bits,
+                                     uint64_t skip)
+{
+	if (bits <= skip)
+		return 0;
+	uint64_t nbytes = seg_key_bytes(bits), first = skip / 8, w = 0;
+	for (uint64_t i = first; i < first + 5; i++)
+		w = w << 8 | (i < nbytes ? key[i] : 0);
+	w <<= 24 + (skip & 7);
+	uint32_t f = (uint32_t)(w >> 32);
+	uint64_t avail = bits - skip;
+	if (avail < 32)
+		f &= ~(uint32_t)0 << (32 - avail);
+	return f;
+}
+
 /* ---- the opened segment ------------------------------------------------ */
 
 struct kvs_segment {
@@ -164,6 +183,10 @@ struct kvs_segment {
 	uint64_t ef_len;
 	const uint8_t *meta; /* sort metadata, NULL if absent */
 	uint64_t meta_len;
+	const uint8_t *first_key; /* from the sort metadata */
+	uint64_t first_bits;
+	const uint8_t *fences; /* restart fences (u32 LE each), NULL if absent */
+	uint64_t fence_skip;
 };
 
 /* ---- cursor ------------------------------------------------------------ */

@@ -133,8 +133,8 @@ static kvs_status check_envelope(kvs_segment *s, kvs_error *err)
 	}
 
 	/* the directory */
-	uint64_t prev_end = dir_end;
-	bool seen[4] = {false, false, false, false};
+	uint64_t prev_end = dir_end, fence_len = 0;
+	bool seen[5] = {false, false, false, false, false};
 	for (uint32_t i = 0; i < nsec; i++) {
 		const uint8_t *e = d + SEG_HEADER_BYTES + SEG_DIRENT_BYTES * i;
 		unsigned kind = e[DIR_KIND] | (unsigned)e[DIR_KIND + 1] << 8;
@@ -162,7 +162,7 @@ static kvs_status check_envelope(kvs_segment *s, kvs_error *err)
 			           i, kind, off, slen);
 		prev_end = off + slen;
 		const uint8_t *p = d + off;
-		if (kind >= 1 && kind <= 3) {
+		if (kind >= 1 && kind <= 4) {
 			if (seen[kind])
 				return BAD("section kind %u appears twice", kind);
 			seen[kind] = true;
@@ -180,6 +180,10 @@ static kvs_status check_envelope(kvs_segment *s, kvs_error *err)
 		case SEC_SORTMETA:
 			s->meta = p;
 			s->meta_len = slen;
+			break;
+		case SEC_FENCES:
+			s->fences = p;
+			fence_len = slen;
 			break;
 		default:
 			if (sflags & SEC_FLAG_REQUIRED)
@@ -230,6 +234,20 @@ static kvs_status check_envelope(kvs_segment *s, kvs_error *err)
 		if (lb > s->max_key_bits ||
 		    s->meta_len != 16 + fbytes + seg_key_bytes(lb))
 			return BAD("sort metadata has the wrong length");
+		s->first_key = s->meta + 8;
+		s->first_bits = fb;
+	}
+
+	/* restart fences: u64 skip, then one u32 per restart */
+	if (s->fences) {
+		if (!s->meta)
+			return BAD("restart fences without sort metadata");
+		if (fence_len != 8 + 4 * s->restart_count)
+			return BAD("restart fences have the wrong length");
+		s->fence_skip = kvs_load_le64(s->fences);
+		if (s->fence_skip > s->first_bits)
+			return BAD("restart fences skip more than the first key");
+		s->fences += 8;
 	}
 	return KVS_OK;
 }
@@ -348,7 +366,9 @@ void kvs_segment_info_get(const kvs_segment *s, kvs_segment_info *info)
 	info->stream_bits = s->stream_bits;
 	info->stream_bytes = s->stream_len;
 	info->ef_bytes = s->ef_len;
-	info->other_bytes = s->len - s->stream_len - s->ef_len;
+	info->fence_bytes = s->fences ? 8 + 4 * s->restart_count : 0;
+	info->other_bytes =
+	    s->len - s->stream_len - s->ef_len - info->fence_bytes;
 }
 
 /* ---- verify ------------------------------------------------------------ */
@@ -396,6 +416,14 @@ kvs_status kvs_segment_verify(kvs_segment *s, kvs_error *err)
 	for (; st == KVS_OK && kvs_cursor_valid(c); n++) {
 		uint64_t bits;
 		const uint8_t *key = kvs_cursor_key(c, &bits);
+		if (n % K == 0 && s->fences &&
+		    kvs_load_le32(s->fences + 4 * (n / K)) !=
+		        seg_key_fence(key, bits, s->fence_skip)) {
+			st = BAD("record %" PRIu64 ": restart fence does not "
+			         "match the key",
+			         n);
+			goto out;
+		}
 		if (n % K == 0) {
 			if (!kvs_ef_cursor_valid(&rc) ||
 			    rc.value != c->rec_start) {
@@ -484,6 +512,15 @@ kvs_status kvs_segment_verify(kvs_segment *s, kvs_error *err)
 		}
 		if (n == 0 && s->meta_len != 16) {
 			st = BAD("sort metadata of an empty segment");
+			goto out;
+		}
+		int cmp;
+		if (s->fences && s->fence_skip != seg_key_lcp(s->first_key,
+		                                              s->first_bits,
+		                                              prev, prev_bits,
+		                                              &cmp)) {
+			st = BAD("restart fences: the skip is not the common "
+			         "prefix of the first and last keys");
 			goto out;
 		}
 	}

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,7 +24,7 @@
 #include "segment_internal.h"
 
 #define FLUSH_BYTES ((size_t)1 << 20)
-#define SECTION_COUNT 3
+#define SECTION_COUNT 4
 
 struct kvs_writer {
 	kvs_writer_options opt;
@@ -503,6 +504,72 @@ static void put_dirent(uint8_t *d, unsigned kind, bool required,
 	kvs_store_le64(d + DIR_LENGTH, length);
 }
 
+/*
+ * The fence section (FORMAT.md §9): skip = the common prefix of the first
+ * and last keys, then each restart key's 32 bits after it. The restart
+ * keys are read back from the stream already in the file, so the writer
+ * never holds more than one key.
+ */
+static kvs_status build_fences(kvs_writer *w, uint8_t *out, uint64_t dir_end,
+                               uint64_t stream_len, uint64_t stream_bits,
+                               kvs_error *err)
+{
+	uint64_t skip = 0;
+	if (w->records) {
+		int cmp;
+		skip = seg_key_lcp(w->first_key, w->first_bits, w->prev_key,
+		                   w->prev_bits, &cmp);
+	}
+	kvs_store_le64(out, skip);
+	if (w->restarts_len == 0)
+		return KVS_OK;
+	size_t map_len = (size_t)(dir_end + stream_len);
+	uint8_t *map = mmap(NULL, map_len, PROT_READ, MAP_SHARED, w->fd, 0);
+	if (map == MAP_FAILED)
+		return io_fail(w, err, "mmap");
+	const uint8_t *stream = map + dir_end;
+	uint8_t *key = malloc((size_t)seg_key_bytes(w->max_key_bits) + 16);
+	if (!key) {
+		munmap(map, map_len);
+		return fail(w, err, KVS_E_NOMEM, "%s: %s", "out of memory");
+	}
+	kvs_status st = KVS_OK;
+	for (size_t j = 0; j < w->restarts_len && st == KVS_OK; j++) {
+		uint64_t off = w->restarts[j], bits = 0;
+		if (w->opt.profile == KVS_PROFILE_BYTE) {
+			const uint8_t *p = stream + off;
+			uint64_t len = 0;
+			st = kvs_varint_get(&p, stream + stream_len, &len);
+			kvs_store_le32(out + 8 + 4 * j,
+			               seg_key_fence(p, len * 8, skip));
+			continue;
+		}
+		kvs_bitreader r;
+		kvs_br_init(&r, stream, off, stream_bits - off);
+		st = seg_field_get(&r, &w->fields[KVS_FIELD_KEYLEN], 0,
+		                   w->max_key_bits, &bits);
+		/* only the bits up to skip + 32 matter */
+		uint64_t want = bits < skip + 32 ? bits : skip + 32;
+		for (uint64_t pos = 0; st == KVS_OK && pos < want;) {
+			unsigned take = want - pos > 56 ? 56
+			                                : (unsigned)(want - pos);
+			uint64_t v;
+			st = kvs_br_read(&r, take, &v);
+			seg_put_bits(key, pos, v, take);
+			pos += take;
+		}
+		if (want & 7)
+			key[want / 8] &= (uint8_t)(0xFF00u >> (want & 7));
+		kvs_store_le32(out + 8 + 4 * j, seg_key_fence(key, want, skip));
+	}
+	free(key);
+	munmap(map, map_len);
+	if (st != KVS_OK)
+		return fail(w, err, st, "%s: rereading the restart keys: %s",
+		            kvs_strerror(st));
+	return KVS_OK;
+}
+
 kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 {
 	if (w->failed || w->finished)
@@ -568,7 +635,23 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	free(meta);
 	if (st != KVS_OK)
 		return st;
-	uint64_t file_len = meta_off + meta_len;
+	pos += meta_len;
+	if ((st = pad8(w, &pos, err)) != KVS_OK)
+		return st;
+
+	/* the restart fences, from the restart keys as written */
+	uint64_t fence_off = pos;
+	uint64_t fence_len = 8 + 4 * (uint64_t)w->restarts_len;
+	uint8_t *fences = malloc(fence_len);
+	if (!fences)
+		return fail(w, err, KVS_E_NOMEM, "%s: %s", "out of memory");
+	st = build_fences(w, fences, dir_end, stream_len, stream_bits, err);
+	if (st == KVS_OK)
+		st = write_all(w, fences, fence_len, err);
+	free(fences);
+	if (st != KVS_OK)
+		return st;
+	uint64_t file_len = fence_off + fence_len;
 
 	/* the envelope and the directory */
 	uint8_t head[SEG_HEADER_BYTES + SEG_DIRENT_BYTES * SECTION_COUNT];
@@ -597,6 +680,8 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	put_dirent(dir + SEG_DIRENT_BYTES, SEC_RESTARTS, true, ef_off, ef_len);
 	put_dirent(dir + 2 * SEG_DIRENT_BYTES, SEC_SORTMETA, false, meta_off,
 	           meta_len);
+	put_dirent(dir + 3 * SEG_DIRENT_BYTES, SEC_FENCES, false, fence_off,
+	           fence_len);
 	kvs_store_le32(head + HDR_BODY_CRC, w->body_crc);
 	uint32_t hcrc = kvs_crc32c(0, head, HDR_HEADER_CRC);
 	hcrc = kvs_crc32c(hcrc, dir, SEG_DIRENT_BYTES * SECTION_COUNT);

@@ -178,6 +178,7 @@ typedef struct kvs_segment_info {
 	uint64_t stream_bits;  /* FC logical bits, without final padding */
 	uint64_t stream_bytes; /* FC section bytes */
 	uint64_t ef_bytes;     /* restart EF section bytes */
+	uint64_t fence_bytes;  /* restart fence section bytes */
 	uint64_t other_bytes;  /* header, directory, metadata, alignment */
 } kvs_segment_info;
 
