@@ -161,6 +161,10 @@ static inline const char *test_status_name(kvs_status s)
 		return "KVS_E_ORDER";
 	case KVS_E_INVAL:
 		return "KVS_E_INVAL";
+	case KVS_E_IO:
+		return "KVS_E_IO";
+	case KVS_E_UNSUPPORTED:
+		return "KVS_E_UNSUPPORTED";
 	}
 	return "(unknown status)";
 }

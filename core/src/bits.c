@@ -144,14 +144,3 @@ kvs_status kvs_br_seek(kvs_bitreader *r, uint64_t pos)
 	r->length = length;
 	return KVS_OK;
 }
-
-kvs_status kvs_br_skip(kvs_bitreader *r, uint64_t nbits)
-{
-	if (nbits <= r->avail) {
-		kvs_br_consume(r, (unsigned)nbits);
-		return KVS_OK;
-	}
-	if (nbits > kvs_br_remaining(r))
-		return KVS_E_TRUNCATED;
-	return kvs_br_seek(r, kvs_br_position(r) + nbits);
-}

@@ -101,7 +101,8 @@ static kvs_status decode_byte(kvs_cursor *c, bool restart, uint64_t off)
 }
 
 /* Reads n bits of the stream into key at bit pos (pos + n within bounds). */
-static kvs_status read_key_bits(kvs_bitreader *r, uint8_t *key, uint64_t pos,
+static inline __attribute__((always_inline)) kvs_status
+read_key_bits(kvs_bitreader *r, uint8_t *key, uint64_t pos,
                                 uint64_t n)
 {
 	while (n > 0) {

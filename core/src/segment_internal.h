@@ -84,8 +84,9 @@ static inline uint64_t seg_zigzag(uint64_t value, uint64_t prev)
 	return ((uint64_t)d << 1) ^ (uint64_t)(d >> 63);
 }
 
-/* Decodes one field; the result must be <= bound. */
-static inline kvs_status seg_field_get(kvs_bitreader *r, const seg_field *f,
+/* Decodes one field; the result must be <= bound. Always inline, so the
+ * caller's reader stays in registers. */
+static inline __attribute__((always_inline)) kvs_status seg_field_get(kvs_bitreader *r, const seg_field *f,
                                        uint64_t prev, uint64_t bound,
                                        uint64_t *out)
 {

@@ -269,8 +269,30 @@ static inline kvs_status kvs_br_read(kvs_bitreader *r, unsigned nbits,
 	return st;
 }
 
-/* Skips nbits without loading the bytes skipped over. */
-kvs_status kvs_br_skip(kvs_bitreader *r, uint64_t nbits);
+/*
+ * Skips nbits without loading the bytes skipped over. The bits in the
+ * reservoir end exactly at byte next, so past them the skip is a pointer
+ * move by whole bytes and a refill, then the few bits left over.
+ */
+static inline kvs_status kvs_br_skip(kvs_bitreader *r, uint64_t nbits)
+{
+	if (nbits <= r->avail) {
+		kvs_br_consume(r, (unsigned)nbits);
+		return KVS_OK;
+	}
+	if (nbits > kvs_br_remaining(r))
+		return KVS_E_TRUNCATED;
+	nbits -= r->avail;
+	r->reservoir = 0;
+	r->avail = 0;
+	r->next += nbits / 8;
+	unsigned rest = (unsigned)(nbits & 7);
+	if (rest) { /* the byte holding them has payload: it may be loaded */
+		kvs_br_refill(r);
+		kvs_br_consume(r, rest);
+	}
+	return KVS_OK;
+}
 
 /* Moves to bit position pos of the payload (0..length). */
 kvs_status kvs_br_seek(kvs_bitreader *r, uint64_t pos);
