@@ -1,0 +1,778 @@
+#!/usr/bin/env python3
+"""test_kvseg.py — the kvseg tool end to end, against an oracle.
+
+Usage: test_kvseg.py PATH/TO/kvseg   (meson: suite 'cli')
+
+The oracle is this script's own model of the records, written from
+docs/USAGE.md and never from kvseg's code: keys are strings of '0'/'1'
+(a byte key is its bits, MSB first), so Python's string order is the
+segment's key order (first differing bit, a prefix first); values are
+bytes, None for a tombstone. Inputs are encoded here with every spelling
+the manual allows (raw bytes, either hex case, \\b keys, JSON \\u escapes,
+members in any order), and outputs are decoded or compared here.
+
+KVSEG_TEST_SEED=N reproduces a run; the seed is printed first.
+"""
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+KVSEG = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
+SEED = int(os.environ.get("KVSEG_TEST_SEED", random.randrange(1 << 32)))
+rng = random.Random(SEED)
+TMP = None
+MODES = [(p, f) for p in ("byte", "bit") for f in ("typed", "raw")]
+failures = 0
+checks = 0
+
+
+# ---- running kvseg --------------------------------------------------------
+
+
+class Result:
+    def __init__(self, args, proc):
+        self.args = args
+        self.rc = proc.returncode
+        self.out = proc.stdout
+        self.err = proc.stderr.decode("utf-8", "replace")
+
+
+def kvseg(*args, stdin=b""):
+    args = [str(a) for a in args]
+    proc = subprocess.run([KVSEG] + args, input=stdin, capture_output=True,
+                          timeout=240)
+    r = Result(args, proc)
+    # Under the sanitizer build a report means failure whatever the status.
+    for word in ("Sanitizer", "runtime error:", "LeakSanitizer"):
+        if word in r.err:
+            fail("sanitizer report for kvseg %s:\n%s" % (args, r.err))
+    return r
+
+
+def fail(msg):
+    global failures
+    failures += 1
+    print("FAIL: " + msg, flush=True)
+    if failures > 20:
+        sys.exit("too many failures (seed %d)" % SEED)
+
+
+def check(cond, msg, r=None):
+    global checks
+    checks += 1
+    if not cond:
+        if r is not None:
+            msg += "\n  kvseg %s -> rc %d\n  stderr: %s\n  stdout: %r" % (
+                " ".join(repr(a) for a in r.args), r.rc, r.err.strip(),
+                r.out[:300])
+        fail(msg)
+    return cond
+
+
+def expect_rc(r, rc, what):
+    return check(r.rc == rc, "%s: expected exit %d" % (what, rc), r)
+
+
+def expect_error(r, rc, what, *needles):
+    """Exit rc, one 'kvseg ...: ' message on stderr holding the needles."""
+    ok = expect_rc(r, rc, what)
+    ok = check(r.err.startswith("kvseg"), what + ": no 'kvseg' message",
+               r) and ok
+    for n in needles:
+        ok = check(n in r.err, "%s: %r not in the message" % (what, n),
+                   r) and ok
+    return ok
+
+
+# ---- the oracle's bit strings and text syntax ------------------------------
+
+
+def bits_of(data):
+    return "".join(format(b, "08b") for b in data)
+
+
+def bytes_of(bits):
+    padded = bits + "0" * (-len(bits) % 8)
+    return bytes(int(padded[i:i + 8], 2) for i in range(0, len(padded), 8))
+
+
+SPECIAL = {0x5c: "\\\\", 0x09: "\\t", 0x0a: "\\n", 0x0d: "\\r", 0x00: "\\0"}
+
+
+def escape(data):
+    """The canonical text of bytes (USAGE.md: what kvseg prints)."""
+    out = []
+    for b in data:
+        if b in SPECIAL:
+            out.append(SPECIAL[b])
+        elif 0x20 <= b < 0x7f:
+            out.append(chr(b))
+        else:
+            out.append("\\x%02x" % b)
+    return "".join(out)
+
+
+def key_text(bits):
+    if len(bits) % 8:
+        return "\\b" + bits
+    return escape(bytes_of(bits))
+
+
+def canonical_line(key, value):
+    if value is None:
+        return key_text(key) + "\n"
+    return key_text(key) + "\t" + escape(value) + "\n"
+
+
+def expected_dump(records):
+    return "".join(canonical_line(k, records[k])
+                   for k in sorted(records)).encode("latin-1")
+
+
+def hexcase(h):
+    return h.upper() if rng.random() < 0.5 else h
+
+
+def any_escape(data):
+    """Some valid TSV spelling of bytes: raw, \\xHH in either case, named."""
+    out = bytearray()
+    for b in data:
+        choice = rng.random()
+        if b in (0x09, 0x0a, 0x5c) or choice < 0.3:
+            if b in SPECIAL and choice < 0.6:
+                out += SPECIAL[b].encode()
+            else:
+                out += hexcase("\\x%02x" % b).replace("\\X", "\\x").encode()
+        else:
+            out.append(b)  # raw: NUL, CR, 0xff and all others are literal
+    return bytes(out)
+
+
+def any_key_text(bits, profile):
+    if len(bits) % 8 or (profile == "bit" and rng.random() < 0.2):
+        return b"\\b" + bits.encode()
+    return any_escape(bytes_of(bits))
+
+
+def tsv_input(items, profile):
+    lines = []
+    for k, v in items:
+        line = any_key_text(k, profile)
+        if v is not None:
+            line += b"\t" + any_escape(v)
+        lines.append(line + b"\n")
+    data = b"".join(lines)
+    if data and rng.random() < 0.3:
+        data = data[:-1]  # the last line needs no newline
+    return data
+
+
+def json_field(name, data_bits):
+    if len(data_bits) % 8:
+        return '"%s_bits":"%s"' % (name, data_bits)
+    data = bytes_of(data_bits)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is None or rng.random() < 0.3:
+        return '"%s_hex":"%s"' % (name, hexcase(data.hex()))
+    return '"%s":%s' % (name, json.dumps(text,
+                                          ensure_ascii=rng.random() < 0.5))
+
+
+def jsonl_input(items):
+    lines = []
+    for k, v in items:
+        members = [json_field("key", k)]
+        if v is None:
+            members.append('"tombstone":true')
+        else:
+            members.append(json_field("value", bits_of(v)))
+            if rng.random() < 0.2:
+                members.append('"tombstone": false')
+        rng.shuffle(members)
+        sep = rng.choice([",", ", ", " ,\t"])
+        lines.append(("{" + sep.join(members) + "}").encode() + b"\n")
+    return b"".join(lines)
+
+
+def nul_input(items):
+    return b"".join(bytes_of(k) + b"\0" + v + b"\0" for k, v in items)
+
+
+# ---- random records --------------------------------------------------------
+
+NASTY = [0x00, 0x09, 0x0a, 0x0d, 0x5c, 0xff, 0x80, ord("b"), ord("x"),
+         ord("a")]
+
+
+def random_bytes(maxlen, nul=True):
+    n = rng.randrange(maxlen + 1)
+    out = bytearray()
+    for _ in range(n):
+        b = rng.choice(NASTY) if rng.random() < 0.5 else rng.randrange(256)
+        out.append(b if nul or b else 1)
+    return bytes(out)
+
+
+def random_value(nul=True):
+    r = rng.random()
+    if r < 0.15:
+        return b""
+    if r < 0.3:
+        return "héllo €𝄞 \"q\"".encode()[:rng.randrange(20)].decode(
+            "utf-8", "ignore").encode()
+    return random_bytes(20, nul)
+
+
+def random_records(n, profile, tombstones, nul=True):
+    """n records: key bits -> value bytes or None."""
+    recs = {}
+    if rng.random() < 0.5:
+        recs[""] = random_value(nul)  # the empty key
+    while len(recs) < n:
+        if profile == "bit" and rng.random() < 0.5:
+            key = "".join(rng.choice("01")
+                          for _ in range(rng.randrange(41)))
+        else:
+            key = bits_of(random_bytes(8, nul))
+        if key in recs:
+            continue
+        if tombstones and rng.random() < 0.15:
+            recs[key] = None
+        else:
+            recs[key] = random_value(nul)
+    return recs
+
+
+def shuffled(records):
+    items = list(records.items())
+    rng.shuffle(items)
+    return items
+
+
+def encode_input(fmt, items, profile):
+    if fmt == "tsv":
+        return tsv_input(items, profile)
+    if fmt == "jsonl":
+        return jsonl_input(items)
+    return nul_input(items)
+
+
+def path(name):
+    return os.path.join(TMP, name)
+
+
+def build(out, records, profile="byte", framing="typed", fmt="tsv",
+          extra=(), items=None):
+    items = shuffled(records) if items is None else items
+    r = kvseg("build", "--profile", profile, "--framing", framing,
+              "--input", fmt, *extra, out,
+              stdin=encode_input(fmt, items, profile))
+    expect_rc(r, 0, "build %s-%s from %s" % (framing, profile, fmt))
+    return r
+
+
+# ---- tests -----------------------------------------------------------------
+
+
+def test_help():
+    r = kvseg("--help")
+    expect_rc(r, 0, "--help")
+    for verb in ("build", "get", "scan", "dump", "verify", "stat"):
+        check(("\n  %s " % verb).encode() in r.out, "--help lists " + verb,
+              r)
+        for args in (("help", verb), (verb, "--help"), (verb, "-h")):
+            v = kvseg(*args)
+            expect_rc(v, 0, " ".join(args))
+            check(v.out.startswith(b"Usage: kvseg " + verb.encode()),
+                  " ".join(args) + " prints the usage", v)
+    r = kvseg("--version")
+    expect_rc(r, 0, "--version")
+    check(r.out.startswith(b"kvseg "), "--version names kvseg", r)
+
+
+def decode_jsonl_record(line):
+    obj = json.loads(line)
+    if "key_bits" in obj:
+        key = obj.pop("key_bits")
+        check(len(key) % 8 != 0, "key_bits only for keys of odd bit length")
+    elif "key_hex" in obj:
+        data = bytes.fromhex(obj.pop("key_hex"))
+        check(not plain_utf8(data), "key_hex only when key is not plain "
+              "UTF-8: %r" % data)
+        key = bits_of(data)
+    else:
+        data = obj.pop("key").encode("utf-8")
+        check(plain_utf8(data), "key as text only when plain UTF-8")
+        key = bits_of(data)
+    if obj.pop("tombstone", False):
+        value = None
+    elif "value_hex" in obj:
+        value = bytes.fromhex(obj.pop("value_hex"))
+        check(not plain_utf8(value), "value_hex only when not plain UTF-8")
+    else:
+        value = obj.pop("value").encode("utf-8")
+        check(plain_utf8(value), "value as text only when plain UTF-8")
+    check(not obj, "no other members: %r" % obj)
+    return key, value
+
+
+def plain_utf8(data):
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return not any(b < 0x20 or b == 0x7f for b in data)
+
+
+def test_modes_and_formats():
+    """Every mode from every input format: dump, JSON scan, round trip."""
+    for profile, framing in MODES:
+        for fmt in ("tsv", "jsonl", "nul"):
+            nul = fmt == "nul"
+            records = random_records(rng.randrange(1, 300), "byte"
+                                     if nul else profile,
+                                     framing == "typed" and not nul,
+                                     nul=not nul)
+            seg = path("m-%s-%s-%s.seg" % (profile, framing, fmt))
+            restart = rng.choice([1, 2, 3, 15, 64, 65536])
+            build(seg, records, profile, framing, fmt,
+                  ("--restart", restart))
+            what = "%s-%s from %s" % (framing, profile, fmt)
+            r = kvseg("verify", seg)
+            check(r.rc == 0 and r.out == (seg + ": ok\n").encode(),
+                  what + ": verify", r)
+            r = kvseg("dump", seg)
+            check(r.rc == 0 and r.out == expected_dump(records),
+                  what + ": dump equals the oracle", r)
+            r = kvseg("scan", seg, "--format", "jsonl")
+            got = [decode_jsonl_record(line)
+                   for line in r.out.decode("utf-8").splitlines()]
+            check(r.rc == 0 and got == sorted(records.items()),
+                  what + ": scan --format jsonl equals the oracle", r)
+            # scan's TSV is build's input: the same records again.
+            r = kvseg("scan", seg)
+            again = seg + ".again"
+            r2 = kvseg("build", "--profile", profile, "--framing", framing,
+                       again, stdin=r.out)
+            expect_rc(r2, 0, what + ": build from scan output")
+            r3 = kvseg("dump", again)
+            check(r3.out == expected_dump(records),
+                  what + ": scan | build keeps the records", r3)
+            r = kvseg("stat", "--json", seg)
+            st = json.loads(r.out)
+            check(st["mode"] == "%s-%s" % (framing, profile) and
+                  st["restart_interval"] == restart,
+                  what + ": stat mode and restart interval", r)
+
+
+def test_dump_across_modes():
+    records = random_records(200, "byte", False)
+    dumps = set()
+    for i, (profile, framing) in enumerate(MODES):
+        seg = path("same-%d.seg" % i)
+        build(seg, records, profile, framing,
+              rng.choice(["tsv", "jsonl"]))
+        dumps.add(kvseg("dump", seg).out)
+    check(dumps == {expected_dump(records)},
+          "the four modes dump the same records identically")
+
+
+def test_get():
+    for profile in ("byte", "bit"):
+        records = random_records(150, profile, True)
+        seg = path("get-%s.seg" % profile)
+        build(seg, records, profile, "typed")
+        keys = list(records)
+        for key in rng.sample(keys, min(40, len(keys))):
+            r = kvseg("get", seg, "--", key_text(key))
+            if records[key] is None:
+                expect_error(r, 1, "get of a tombstone", "deleted")
+                check(r.out == b"", "get of a tombstone prints no value")
+            else:
+                check(r.rc == 0 and r.out == records[key],
+                      "get returns the value bytes unchanged", r)
+        for _ in range(30):
+            key = "".join(rng.choice("01") for _ in range(rng.randrange(
+                0, 30)))
+            if key in records:
+                continue
+            r = kvseg("get", seg, "--", key_text(key))
+            expect_error(r, 1, "get of an absent key", "not found")
+            r = kvseg("get", "-q", seg, "--", key_text(key))
+            check(r.rc == 1 and r.err == "", "get -q is quiet", r)
+        # Non-canonical spellings of the same key find it.
+        key = rng.choice([k for k in keys if len(k) % 8 == 0])
+        spelled = "".join("\\X%02X" % b for b in bytes_of(key)).replace(
+            "\\X", "\\x")
+        r = kvseg("get", "-q", seg, spelled)
+        check(r.rc == (1 if records[key] is None else 0),
+              "get with a \\xHH spelling of the key", r)
+
+
+def scan_bound(records, profile):
+    """A key argument: a record's key, a prefix of one, or random bits."""
+    keys = list(records)
+    r = rng.random()
+    if r < 0.4 and keys:
+        return rng.choice(keys)
+    if r < 0.8 and keys:
+        k = rng.choice(keys)
+        cut = rng.randrange(len(k) + 1)
+        if profile == "byte" and rng.random() < 0.7:
+            cut -= cut % 8
+        return k[:cut]
+    return "".join(rng.choice("01") for _ in range(rng.randrange(20)))
+
+
+def test_scan_filters():
+    for profile, framing in MODES:
+        records = random_records(400, profile, framing == "typed")
+        seg = path("scan-%s-%s.seg" % (profile, framing))
+        build(seg, records, profile, framing)
+        ordered = sorted(records.items())
+        for _ in range(25):
+            args, keep = [], list(ordered)
+            if rng.random() < 0.5:
+                p = scan_bound(records, profile)
+                args += ["--prefix", key_text(p)]
+                keep = [kv for kv in keep if kv[0].startswith(p)]
+            if rng.random() < 0.5:
+                a = scan_bound(records, profile)
+                args += ["--from=" + key_text(a)]
+                keep = [kv for kv in keep if kv[0] >= a]
+            if rng.random() < 0.5:
+                b = scan_bound(records, profile)
+                args += ["--to", key_text(b)]
+                keep = [kv for kv in keep if kv[0] < b]
+            if rng.random() < 0.4:
+                n = rng.randrange(0, 10)
+                args += ["--limit", n]
+                keep = keep[:n]
+            fmt = rng.choice(["tsv", "jsonl"])
+            r = kvseg("scan", seg, "--format", fmt, *args)
+            if fmt == "tsv":
+                want = "".join(canonical_line(k, v)
+                               for k, v in keep).encode("latin-1")
+                ok = r.out == want
+            else:
+                ok = [decode_jsonl_record(line) for line in
+                      r.out.decode("utf-8").splitlines()] == keep
+            check(r.rc == 0 and ok, "scan %s-%s %s equals the oracle"
+                  % (framing, profile, args), r)
+
+
+def test_duplicates():
+    for fmt in ("tsv", "jsonl", "nul"):
+        records = random_records(50, "byte", False, nul=False)
+        items = shuffled(records)
+        k, v = items[10]
+        dup_value = v + b"-later"
+        dup_items = items[:20] + [(k, dup_value)] + items[20:]
+        data = encode_input(fmt, dup_items, "byte")
+        seg = path("dup-%s.seg" % fmt)
+        r = kvseg("build", "--input", fmt, seg, stdin=data)
+        unit = "record" if fmt == "nul" else "line"
+        expect_error(r, 3, "duplicate key from " + fmt,
+                     "%ss 11 and 21" % unit)
+        check(not os.path.exists(seg), "no segment after a duplicate")
+        r = kvseg("build", "--input", fmt, "--last-wins", seg, stdin=data)
+        expect_rc(r, 0, "--last-wins")
+        want = dict(records)
+        want[k] = dup_value
+        check(kvseg("dump", seg).out == expected_dump(want),
+              "--last-wins keeps the later record (%s)" % fmt)
+    # A later tombstone wins over a value, and the reverse.
+    data = b"a\t1\nb\t2\na\nb\nb\t3\n"
+    r = kvseg("build", "--last-wins", path("lw.seg"), stdin=data)
+    check(r.rc == 0 and kvseg("dump", path("lw.seg")).out == b"a\nb\t3\n",
+          "--last-wins with tombstones", r)
+
+
+def listdir_clean(before, what):
+    check(sorted(os.listdir(TMP)) == before,
+          what + ": the directory is unchanged (no temporary file left)")
+
+
+def test_bad_input():
+    cases = [
+        ("tsv", b"a\t1\nb\t2\tx\n", "line 2", "second TAB"),
+        ("tsv", b"a\t1\n\\q\t2\n", "line 2", "unknown escape"),
+        ("tsv", b"a\t\\x4g\n", "line 1", "two hex digits"),
+        ("tsv", b"a\t1\nb\tends\\", "line 2", "lone backslash"),
+        ("tsv", b"a\t\\b01\n", "line 1", "keys only"),
+        ("tsv", b"ab\\b01\t1\n", "line 1", "only start a key"),
+        ("tsv", b"x\t1\n\\b0121\tv\n", "line 2", "not 0 or 1"),
+        ("tsv", b"\\b0101\tv\n", "line 1", "--profile bit"),
+        ("nul", b"a\x001\x00b", "record 2", "ends inside a key"),
+        ("nul", b"a\x001\x00b\x00", "record 2", "without a value"),
+        ("nul", b"a\x001\x00b\x002", "record 2", "inside a value"),
+        ("jsonl", b'{"key":"a","value":"1"}\n\n', "line 2", "blank line"),
+        ("jsonl", b'{"key":"a","value":1}\n', "line 1", "must be a string"),
+        ("jsonl", b'{"key":"a"}\n', "line 1", "no value"),
+        ("jsonl", b'{"value":"a"}\n', "line 1", "no key"),
+        ("jsonl", b'{"key":"a","key_hex":"61","value":""}\n', "line 1",
+         "more than one"),
+        ("jsonl", b'{"key":"a","value":"","key":"b"}\n', "line 1", "twice"),
+        ("jsonl", b'{"key":"a","value":"","extra":"b"}\n', "line 1",
+         "unknown member"),
+        ("jsonl", b'{"key":"a","value":"\xff"}\n', "line 1", "UTF-8"),
+        ("jsonl", b'{"key":"a","value":"\\ud800"}\n', "line 1",
+         "surrogate"),
+        ("jsonl", b'{"key":"a","value":"x"} x\n', "line 1", "after the"),
+        ("jsonl", b'{"key":"a","value":"x"\n', "line 1", "expected"),
+        ("jsonl", b'{"key_hex":"6","value":"x"}\n', "line 1", "odd"),
+        ("jsonl", b'{"key_hex":"zz","value":"x"}\n', "line 1", "hex digit"),
+        ("jsonl", b'{"key":"a","tombstone":true,"value":"x"}\n', "line 1",
+         "no value"),
+        ("jsonl", b'{"key":"a","tombstone":"yes"}\n', "line 1",
+         "true or false"),
+        ("jsonl", b'["key","a"]\n', "line 1", "expected '{'"),
+        ("jsonl", b'{"key":"a\tb","value":"x"}\n', "line 1",
+         "control character"),
+        ("jsonl", b'{"key":"a","value":"x"}\n{"key":null,"value":""}\n',
+         "line 2", "must be a string"),
+    ]
+    before = sorted(os.listdir(TMP))
+    seg = path("bad.seg")
+    for fmt, data, where, why in cases:
+        profile = "bit" if b"\\b0121" in data else "byte"
+        r = kvseg("build", "--input", fmt, "--profile", profile, seg,
+                  stdin=data)
+        expect_error(r, 3, "bad %s input %r" % (fmt, data), where, why)
+        check(not os.path.exists(seg), "no segment after bad input")
+    # Tombstones are refused by raw framing, in each format that has them.
+    for fmt, data in (("tsv", b"a\t1\nb\n"),
+                      ("jsonl", b'{"key":"a","value":""}\n'
+                                b'{"key":"b","tombstone":true}\n')):
+        for profile in ("byte", "bit"):
+            r = kvseg("build", "--framing", "raw", "--profile", profile,
+                      "--input", fmt, seg, stdin=data)
+            expect_error(r, 3, "tombstone in raw " + fmt, "line 2",
+                         "tombstone")
+            check(not os.path.exists(seg), "no segment after a tombstone")
+    # An over-long key (the limit is 2^23 bits).
+    r = kvseg("build", seg, stdin=b"k" * ((1 << 20) + 1) + b"\tv\n")
+    expect_error(r, 3, "over-long key", "line 1", "limit")
+    listdir_clean(before, "failed builds")
+
+
+def test_empty_and_bits():
+    seg = path("empty.seg")
+    r = kvseg("build", seg, stdin=b"")
+    expect_rc(r, 0, "build from empty input")
+    check(kvseg("dump", seg).out == b"", "an empty segment dumps nothing")
+    st = json.loads(kvseg("stat", "--json", seg).out)
+    check(st["records"] == 0 and st["bits_per_record"] is None,
+          "stat of an empty segment")
+    check(kvseg("verify", seg).rc == 0, "verify an empty segment")
+    # A lone newline is the tombstone of the empty key.
+    r = kvseg("build", seg, stdin=b"\n")
+    check(r.rc == 0 and kvseg("dump", seg).out == b"\n",
+          "an empty line is the tombstone of the empty key", r)
+    r = kvseg("get", "-q", seg, "")
+    check(r.rc == 1, "get of the deleted empty key", r)
+    # Bit keys that are whole bytes print as bytes.
+    r = kvseg("build", "--profile", "bit", seg,
+              stdin=b"\\b01100001\tA\n\\b0110\tB\n\\b\tE\n")
+    check(r.rc == 0 and kvseg("dump", seg).out == b"\tE\n\\b0110\tB\na\tA\n",
+          "bit keys of whole bytes print as bytes", r)
+    # In the byte profile, scan seeks to a bit bound correctly.
+    r = kvseg("build", seg, stdin=b"a\t1\nb\t2\nc\t3\n")
+    r = kvseg("scan", seg, "--from", "\\b0110001", "--to", "\\b01100011")
+    check(r.out == b"b\t2\n", "byte-profile scan with bit bounds", r)
+    r = kvseg("get", "-q", seg, "\\b0110")
+    check(r.rc == 1, "byte-profile get of a bit key is not found", r)
+
+
+def test_verify_and_corruption():
+    records = random_records(3000, "byte", True)
+    seg = path("v.seg")
+    build(seg, records)
+    data = open(seg, "rb").read()
+    bad = path("flipped.seg")
+    with open(bad, "wb") as f:
+        mid = len(data) // 2
+        f.write(data[:mid] + bytes([data[mid] ^ 0xff]) + data[mid + 1:])
+    short = path("short.seg")
+    with open(short, "wb") as f:
+        f.write(data[:len(data) // 2])
+    junk = path("junk.seg")
+    with open(junk, "wb") as f:
+        f.write(bytes(rng.randrange(256) for _ in range(5000)))
+    for name in (bad, short, junk):
+        r = kvseg("verify", name)
+        expect_error(r, 3, "verify " + os.path.basename(name),
+                     "kvseg verify: " + name + ": ")
+        check(b"ok" not in r.out, "no ok for a damaged segment", r)
+        # Reading a damaged segment fails cleanly or not at all.
+        for args in (("dump", name), ("scan", name, "--limit", 5),
+                     ("get", name, "a"), ("stat", name)):
+            r = kvseg(*args)
+            check(r.rc in (0, 1, 3), "%s on a damaged segment exits 0, 1 "
+                  "or 3" % args[0], r)
+    # verify goes on after a failure.
+    r = kvseg("verify", seg, bad, seg)
+    check(r.rc == 3 and r.out == ("%s: ok\n%s: ok\n" % (seg, seg)).encode()
+          and bad in r.err, "verify reports each file", r)
+    r = kvseg("verify", seg, path("missing.seg"))
+    expect_error(r, 4, "verify of a missing file", "missing.seg")
+
+
+def test_stat():
+    for profile, framing in MODES:
+        records = random_records(500, profile, framing == "typed")
+        seg = path("stat-%s-%s.seg" % (profile, framing))
+        extra = ["--sequence", 18446744073709551615, "--restart", 7]
+        if profile == "bit":
+            extra += ["--codes", "eg3,deg0,g7"]
+        build(seg, records, profile, framing, "tsv", extra)
+        r = kvseg("stat", "--json", seg)
+        expect_rc(r, 0, "stat --json")
+        st = json.loads(r.out)
+        size = os.path.getsize(seg)
+        values = [v for v in records.values() if v is not None]
+        what = "stat %s-%s: " % (framing, profile)
+        check(st["records"] == len(records), what + "records", r)
+        check(st["tombstones"] == len(records) - len(values),
+              what + "tombstones", r)
+        check(st["file_bytes"] == size, what + "file_bytes is the size", r)
+        parts = ("stream_bytes", "ef_bytes", "fence_bytes", "other_bytes")
+        check(sum(st[p] for p in parts) == st["file_bytes"],
+              what + "components sum to the total", r)
+        check(st["stream_bits"] <= 8 * st["stream_bytes"],
+              what + "stream bits fit in stream bytes", r)
+        check(st["key_bits"] == sum(len(k) for k in records),
+              what + "key_bits", r)
+        check(st["key_bytes"] == st["key_bits"] / 8, what + "key_bytes", r)
+        check(st["max_key_bits"] == max(len(k) for k in records),
+              what + "max_key_bits", r)
+        check(st["value_bytes"] == sum(len(v) for v in values),
+              what + "value_bytes", r)
+        check(st["sequence"] == 18446744073709551615, what + "sequence", r)
+        check(st["restart_interval"] == 7 and
+              st["restarts"] == (len(records) + 6) // 7,
+              what + "restart interval and restarts", r)
+        check(abs(st["bits_per_record"] - 8 * size / len(records)) < 0.001,
+              what + "bits per record", r)
+        check(st["version"] == 1, what + "version", r)
+        if profile == "bit":
+            check(st["codes"] == {"lcp": "eg3", "keylen": "deg0",
+                                  "vallen": "g7"}, what + "codes", r)
+        else:
+            check(st["codes"] is None, what + "no codes", r)
+        r = kvseg("stat", seg)
+        check(r.rc == 0 and b"file_bytes" in r.out and
+              ("%d" % size).encode() in r.out, what + "text form", r)
+
+
+def test_bad_arguments():
+    seg = path("args.seg")
+    kvseg("build", seg, stdin=b"a\t1\n")
+    out = path("never.seg")
+    usage = [
+        (), ("frobnicate",), ("help", "nope"), ("help", "get", "scan"),
+        ("build",), ("build", out, out + "2"), ("build", "--bogus", out),
+        ("build", "-x", out), ("build", out, "--input"),
+        ("build", "--restart", "0", out), ("build", "--restart", "65537",
+                                           out),
+        ("build", "--restart", "-1", out), ("build", "--restart", "1e3",
+                                            out),
+        ("build", "--restart", "", out),
+        ("build", "--sequence", "18446744073709551616", out),
+        ("build", "--profile", "nibble", out),
+        ("build", "--framing", "cooked", out),
+        ("build", "--input", "csv", out), ("build", "--last-wins=1", out),
+        ("build", "--codes", "eg3,deg0,g7", out),
+        ("build", "--profile", "bit", "--codes", "eg3,deg0", out),
+        ("build", "--profile", "bit", "--codes", "eg3,deg0,g7,g1", out),
+        ("build", "--profile", "bit", "--codes", "eg64,deg0,g7", out),
+        ("build", "--profile", "bit", "--codes", "eg3,,g7", out),
+        ("build", "--profile", "bit", "--codes", "eg3,g0,g7", out),
+        ("get", seg), ("get", seg, "a", "b"), ("get", seg, "a\\q"),
+        ("get", seg, "\\x4"), ("get", seg, "-a"), ("get",),
+        ("scan",), ("scan", seg, seg), ("scan", seg, "--limit", "x"),
+        ("scan", seg, "--limit", "-1"), ("scan", seg, "--format", "xml"),
+        ("scan", seg, "--from", "\\b012"), ("scan", seg, "--prefix"),
+        ("dump",), ("dump", seg, seg), ("dump", seg, "--limit", "1"),
+        ("verify",), ("verify", "--quick", seg),
+        ("stat",), ("stat", seg, seg), ("stat", "--json=1", seg),
+    ]
+    for args in usage:
+        r = kvseg(*args, stdin=b"a\t1\n")
+        expect_error(r, 2, "usage error %r" % (args,))
+        check(r.out == b"", "no output on a usage error %r" % (args,), r)
+    check(not os.path.exists(out), "no segment from a usage error")
+    system = [
+        ("get", path("nope.seg"), "a"), ("scan", path("nope.seg")),
+        ("dump", path("nope.seg")), ("stat", path("nope.seg")),
+        ("stat", TMP), ("build", path("no/such/dir/x.seg")),
+    ]
+    for args in system:
+        r = kvseg(*args, stdin=b"a\t1\n")
+        expect_error(r, 4, "system error %r" % (args,))
+    # A closed stdin is an error, not an empty input.
+    proc = subprocess.run([KVSEG, "build", out], stdin=None,
+                          capture_output=False, stderr=subprocess.PIPE,
+                          preexec_fn=lambda: os.close(0), timeout=60)
+    check(proc.returncode == 4 and b"stdin" in proc.stderr and
+          not os.path.exists(out), "build with stdin closed exits 4")
+    # A key that starts with '-' after --.
+    kvseg("build", seg, stdin=b"-a\t1\n")
+    r = kvseg("get", seg, "--", "-a")
+    check(r.rc == 0 and r.out == b"1", "get -- -KEY", r)
+
+
+def test_large():
+    """A larger unsorted input: correct, and not quadratic."""
+    n = 60000
+    keys = rng.sample(range(10 * n), n)
+    lines = b"".join(b"key%09d\tvalue %d\n" % (k, k * 7) for k in keys)
+    seg = path("large.seg")
+    t = time.monotonic()
+    r = kvseg("build", "--restart", 31, seg, stdin=lines)
+    t = time.monotonic() - t
+    expect_rc(r, 0, "large build")
+    r = kvseg("dump", seg)
+    want = b"".join(b"key%09d\tvalue %d\n" % (k, k * 7) for k in
+                    sorted(keys))
+    check(r.out == want, "large dump in order")
+    print("  large: %d records built in %.2f s" % (n, t))
+
+
+TESTS = [test_help, test_modes_and_formats, test_dump_across_modes,
+         test_get, test_scan_filters, test_duplicates, test_bad_input,
+         test_empty_and_bits, test_verify_and_corruption, test_stat,
+         test_bad_arguments, test_large]
+
+
+def main():
+    global TMP
+    if not KVSEG or not os.access(KVSEG, os.X_OK):
+        sys.exit("usage: test_kvseg.py PATH/TO/kvseg")
+    print("seed %d (KVSEG_TEST_SEED=%d reproduces)" % (SEED, SEED))
+    TMP = tempfile.mkdtemp(prefix="kvseg-cli-")
+    try:
+        for t in TESTS:
+            start = time.monotonic()
+            before = failures
+            t()
+            print("%s %s (%.1f s)" % ("ok  " if failures == before
+                                      else "FAIL", t.__name__,
+                                      time.monotonic() - start), flush=True)
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
+    print("%d checks, %d failures (seed %d)" % (checks, failures, SEED))
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,424 @@
+/*
+ * kvseg.c — the kvseg command: verb dispatch, help, and what every verb
+ * shares (the option scanner, error reporting, exit codes, buffers).
+ *
+ * Every argument is untrusted, so options are scanned by hand rather than
+ * with getopt: each problem gets one message in the tool's own form
+ * ("kvseg VERB: reason") and exit status 2, and nothing is printed twice.
+ * docs/USAGE.md is the user's manual; the help texts here summarise it.
+ */
+#include "kvseg_cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef KVSEG_VERSION
+#define KVSEG_VERSION "unknown"
+#endif
+
+struct verb {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *help;
+	const char *summary;
+};
+
+static const char build_help[] =
+    "Usage: kvseg build [OPTIONS] OUT\n"
+    "\n"
+    "Reads records from stdin, sorts them by key if needed and writes\n"
+    "the segment OUT (published atomically: nothing is created on\n"
+    "error).\n"
+    "\n"
+    "  --profile byte|bit     key profile (default byte)\n"
+    "  --framing typed|raw    typed allows tombstones (default typed)\n"
+    "  --restart K            restart interval, 1..65536 (default 15)\n"
+    "  --input tsv|nul|jsonl  input format (default tsv)\n"
+    "  --last-wins            a repeated key keeps its last record\n"
+    "                         (default: a repeated key is an error)\n"
+    "  --sequence N           the segment's sequence number (default 0)\n"
+    "  --codes LCP,KEYLEN,VALLEN\n"
+    "                         bit-profile count codes, e.g. eg3,deg0,g7\n"
+    "\n"
+    "tsv:   KEY<TAB>VALUE per line; a line without a TAB is a tombstone.\n"
+    "       Escapes: \\\\ \\t \\n \\r \\0 \\xHH; a key \\b0101... is a\n"
+    "       bit string.\n"
+    "nul:   KEY<NUL>VALUE<NUL> repeated, no escapes, no tombstones.\n"
+    "jsonl: {\"key\": \"..\", \"value\": \"..\"} per line; also key_hex,\n"
+    "       key_bits, value_hex and \"tombstone\": true.\n";
+
+static const char get_help[] =
+    "Usage: kvseg get [--quiet] SEG KEY\n"
+    "\n"
+    "Writes KEY's value bytes to stdout, unchanged. KEY is written as in\n"
+    "TSV (escapes, \\b bit keys); put -- before a KEY that starts with\n"
+    "a dash.\n"
+    "Exit status 1 (and a note on stderr unless --quiet) when the key is\n"
+    "absent or deleted by a tombstone.\n"
+    "\n"
+    "  -q, --quiet   no note on stderr for absent or deleted keys\n";
+
+static const char scan_help[] =
+    "Usage: kvseg scan SEG [OPTIONS]\n"
+    "\n"
+    "Prints records in key order, in build's input syntax.\n"
+    "\n"
+    "  --prefix P           only keys that start with P\n"
+    "  --from A             keys >= A\n"
+    "  --to B               keys < B\n"
+    "  --limit N            at most N records\n"
+    "  --format tsv|jsonl   output format (default tsv)\n";
+
+static const char dump_help[] =
+    "Usage: kvseg dump SEG\n"
+    "\n"
+    "Prints every record, one per line, in the canonical TSV form: two\n"
+    "segments holding the same records dump identically, whatever their\n"
+    "modes.\n";
+
+static const char verify_help[] =
+    "Usage: kvseg verify SEG...\n"
+    "\n"
+    "Opens each segment and checks every byte of it (checksums, every\n"
+    "record, the index). Prints \"SEG: ok\" on stdout, or the first\n"
+    "problem on stderr, and goes on to the next file. Exit status 3 if\n"
+    "any segment is damaged, 4 if one could not be read.\n";
+
+static const char stat_help[] =
+    "Usage: kvseg stat [--json] SEG\n"
+    "\n"
+    "Prints the segment's mode, parameters, record counts and how its\n"
+    "bytes are spent.\n"
+    "\n"
+    "  --json   one JSON object instead of text\n";
+
+static const struct verb verbs[] = {
+    {"build", cmd_build, build_help, "write a segment from records on stdin"},
+    {"get", cmd_get, get_help, "print the value of one key"},
+    {"scan", cmd_scan, scan_help, "print records in key order"},
+    {"dump", cmd_dump, dump_help, "print every record in the canonical format"},
+    {"verify", cmd_verify, verify_help, "check segments completely"},
+    {"stat", cmd_stat, stat_help, "describe a segment"},
+};
+
+#define VERB_COUNT (sizeof verbs / sizeof verbs[0])
+
+static const struct verb *find_verb(const char *name)
+{
+	for (size_t i = 0; i < VERB_COUNT; i++) {
+		if (strcmp(verbs[i].name, name) == 0)
+			return &verbs[i];
+	}
+	return NULL;
+}
+
+int exit_for_status(kvs_status st)
+{
+	if (st == KVS_E_IO || st == KVS_E_NOMEM)
+		return EXIT_SYSTEM;
+	return EXIT_DATA;
+}
+
+static void vreport(const char *verb, const char *file, const char *fmt,
+                    va_list ap)
+{
+	fflush(stdout);
+	fputs("kvseg", stderr);
+	if (verb)
+		fprintf(stderr, " %s", verb);
+	fputs(": ", stderr);
+	if (file)
+		fprintf(stderr, "%s: ", file);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+void cli_error(const char *verb, const char *file, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport(verb, file, fmt, ap);
+	va_end(ap);
+}
+
+int cli_error_kvs(const char *verb, const char *file, kvs_status st,
+                  const kvs_error *err, const char *suffix)
+{
+	const char *msg = err->message;
+	size_t n = strlen(file);
+
+	if (msg[0] == '\0')
+		msg = kvs_strerror(st);
+	else if (strncmp(msg, file, n) == 0 && msg[n] == ':' &&
+	         msg[n + 1] == ' ')
+		msg += n + 2;
+	cli_error(verb, file, "%s%s", msg, suffix);
+	return exit_for_status(st);
+}
+
+int cli_usage(const char *verb, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport(verb, NULL, fmt, ap);
+	va_end(ap);
+	if (verb)
+		fprintf(stderr, "Try 'kvseg %s --help'.\n", verb);
+	else
+		fputs("Try 'kvseg --help'.\n", stderr);
+	return EXIT_USAGE;
+}
+
+int cli_flush_stdout(const char *verb)
+{
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		cli_error(verb, "stdout", "write error: %s", strerror(errno));
+		return EXIT_SYSTEM;
+	}
+	return EXIT_OK;
+}
+
+int cli_help(const char *name)
+{
+	const struct verb *v = find_verb(name);
+
+	if (v)
+		fputs(v->help, stdout);
+	return cli_flush_stdout(name);
+}
+
+/* ---- option scanner ---------------------------------------------------- */
+
+void cli_args_init(struct cli_args *a, const char *verb, int argc, char **argv)
+{
+	a->verb = verb;
+	a->argc = argc;
+	a->argv = argv;
+	a->next = 1; /* argv[0] is the verb */
+	a->operands_only = false;
+}
+
+int cli_args_next(struct cli_args *a, const struct cli_option *opts,
+                  const char **value)
+{
+	const char *arg, *name, *eq;
+	size_t name_len;
+
+	if (a->next >= a->argc)
+		return ARG_END;
+	arg = a->argv[a->next++];
+	*value = arg;
+	if (a->operands_only || arg[0] != '-' || arg[1] == '\0')
+		return ARG_OPERAND;
+	if (strcmp(arg, "--") == 0) {
+		a->operands_only = true;
+		return cli_args_next(a, opts, value);
+	}
+	if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0)
+		return ARG_HELP;
+	if (arg[1] != '-') {
+		/* Short options: flags a table spells "-x". */
+		for (const struct cli_option *o = opts; o && o->name; o++) {
+			if (o->name[0] == '-' && strcmp(o->name, arg) == 0) {
+				*value = NULL;
+				return o->id;
+			}
+		}
+		cli_usage(a->verb,
+		          "unknown option '%s' (put -- before an "
+		          "operand that starts with -)",
+		          arg);
+		return ARG_ERROR;
+	}
+	name = arg + 2;
+	eq = strchr(name, '=');
+	name_len = eq ? (size_t)(eq - name) : strlen(name);
+	for (const struct cli_option *o = opts; o && o->name; o++) {
+		if (o->name[0] == '-' || strlen(o->name) != name_len ||
+		    memcmp(o->name, name, name_len) != 0)
+			continue;
+		if (!o->has_value) {
+			if (eq) {
+				cli_usage(a->verb,
+				          "option '--%s' takes no value",
+				          o->name);
+				return ARG_ERROR;
+			}
+			*value = NULL;
+			return o->id;
+		}
+		if (eq) {
+			*value = eq + 1;
+		} else if (a->next < a->argc) {
+			*value = a->argv[a->next++];
+		} else {
+			cli_usage(a->verb, "option '--%s' needs a value",
+			          o->name);
+			return ARG_ERROR;
+		}
+		return o->id;
+	}
+	cli_usage(a->verb, "unknown option '--%.*s'", (int)name_len, name);
+	return ARG_ERROR;
+}
+
+bool cli_parse_u64(const char *verb, const char *what, const char *text,
+                   uint64_t min, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *p = text;
+
+	if (*p == '\0')
+		goto bad;
+	for (; *p; p++) {
+		unsigned d;
+
+		if (*p < '0' || *p > '9')
+			goto bad;
+		d = (unsigned)(*p - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			goto range;
+		v = v * 10 + d;
+	}
+	if (v < min || v > max)
+		goto range;
+	*out = v;
+	return true;
+bad:
+	cli_usage(verb, "%s: '%s' is not a decimal number", what, text);
+	return false;
+range:
+	cli_usage(verb, "%s: '%s' is out of range (%llu..%llu)", what, text,
+	          (unsigned long long)min, (unsigned long long)max);
+	return false;
+}
+
+/* ---- growable byte buffer ---------------------------------------------- */
+
+bool sb_reserve(struct strbuf *sb, size_t n)
+{
+	size_t cap;
+	uint8_t *p;
+
+	if (sb->cap - sb->len >= n)
+		return true;
+	if (n > SIZE_MAX / 2 - sb->len)
+		return false;
+	cap = sb->cap ? sb->cap : 256;
+	while (cap - sb->len < n)
+		cap *= 2;
+	p = realloc(sb->data, cap);
+	if (!p)
+		return false;
+	sb->data = p;
+	sb->cap = cap;
+	return true;
+}
+
+bool sb_append(struct strbuf *sb, const void *data, size_t n)
+{
+	if (!sb_reserve(sb, n))
+		return false;
+	if (n)
+		memcpy(sb->data + sb->len, data, n);
+	sb->len += n;
+	return true;
+}
+
+bool sb_putc(struct strbuf *sb, uint8_t c)
+{
+	if (sb->len == sb->cap && !sb_reserve(sb, 1))
+		return false;
+	sb->data[sb->len++] = c;
+	return true;
+}
+
+void sb_free(struct strbuf *sb)
+{
+	free(sb->data);
+	sb->data = NULL;
+	sb->len = sb->cap = 0;
+}
+
+/* ---- main -------------------------------------------------------------- */
+
+static int main_help(void)
+{
+	fputs("Usage: kvseg VERB [OPTIONS] ARGS...\n"
+	      "\n"
+	      "Builds, reads and checks segments: immutable files of records\n"
+	      "sorted by key (libkvseg).\n"
+	      "\n"
+	      "Verbs:\n",
+	      stdout);
+	for (size_t i = 0; i < VERB_COUNT; i++)
+		printf("  %-8s %s\n", verbs[i].name, verbs[i].summary);
+	fputs("\n"
+	      "  kvseg help VERB, kvseg VERB --help   help on one verb\n"
+	      "  kvseg --version                      the version\n"
+	      "\n"
+	      "Exit status: 0 ok, 1 key not found (get), 2 usage error,\n"
+	      "3 bad data (input records, damaged segment), 4 I/O or system\n"
+	      "error. docs/USAGE.md is the manual.\n",
+	      stdout);
+	return cli_flush_stdout(NULL);
+}
+
+/* The buffer of stdout: records go out in large writes. */
+static char stdout_buffer[1 << 16];
+
+bool cli_stdin_closed;
+
+/*
+ * Started with fd 0, 1 or 2 closed, the next file kvseg opened would take
+ * its number: build's temporary segment would be read as stdin, messages
+ * written into it. Such fds get /dev/null, and build refuses a closed
+ * stdin rather than reading nothing.
+ */
+static void fill_standard_fds(void)
+{
+	for (int fd = 0; fd <= 2; fd++) {
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		if (fd == 0)
+			cli_stdin_closed = true;
+		if (open("/dev/null", fd ? O_WRONLY : O_RDONLY) != fd)
+			_exit(EXIT_SYSTEM);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const struct verb *v;
+
+	fill_standard_fds();
+	setvbuf(stdout, stdout_buffer, _IOFBF, sizeof stdout_buffer);
+	if (argc < 2)
+		return cli_usage(NULL, "no verb given");
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+		return main_help();
+	if (strcmp(argv[1], "--version") == 0) {
+		printf("kvseg %s (segment format %d)\n", KVSEG_VERSION,
+		       KVS_SEGMENT_VERSION);
+		return cli_flush_stdout(NULL);
+	}
+	if (strcmp(argv[1], "help") == 0) {
+		if (argc == 2)
+			return main_help();
+		if (argc > 3)
+			return cli_usage("help", "one verb at a time");
+		if (!find_verb(argv[2]))
+			return cli_usage(NULL, "unknown verb '%s'", argv[2]);
+		return cli_help(argv[2]);
+	}
+	v = find_verb(argv[1]);
+	if (!v)
+		return cli_usage(NULL, "unknown verb '%s'", argv[1]);
+	return v->run(argc - 1, argv + 1);
+}

@@ -1,0 +1,199 @@
+/*
+ * kvseg_cli.h — what the files of the kvseg tool share: exit codes, the
+ * option scanner, error reporting, growable buffers and the verbs.
+ *
+ * The tool is a thin layer over libkvseg: kvseg.c dispatches verbs,
+ * kvseg_text.c owns the textual syntax of keys and values (docs/USAGE.md),
+ * kvseg_input.c parses build's input formats, kvseg_build.c sorts and
+ * writes, kvseg_read.c reads records out (get, scan, dump) and
+ * kvseg_info.c reports on segments (verify, stat).
+ */
+#ifndef KVSEG_CLI_H
+#define KVSEG_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kvseg/segment.h"
+
+/* Exit codes (docs/USAGE.md, "Exit status"). */
+enum {
+	EXIT_OK = 0,
+	EXIT_NOT_FOUND = 1,
+	EXIT_USAGE = 2,
+	EXIT_DATA = 3,
+	EXIT_SYSTEM = 4,
+};
+
+/* kvseg was started with stdin closed (main gave it /dev/null). */
+extern bool cli_stdin_closed;
+
+/* The exit code for a libkvseg failure: 4 for I/O and memory, else 3. */
+int exit_for_status(kvs_status st);
+
+/* "kvseg VERB: FILE: message" on stderr; file may be NULL. */
+void cli_error(const char *verb, const char *file, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Reports a libkvseg error about file: "kvseg VERB: FILE: message", where
+ * the message already names the file when libkvseg put it there; suffix
+ * (may be "") is appended. Returns the exit code for the status. */
+int cli_error_kvs(const char *verb, const char *file, kvs_status st,
+                  const kvs_error *err, const char *suffix);
+/* A usage error: the message and a pointer to VERB --help; returns 2. */
+int cli_usage(const char *verb, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Flushes stdout; on failure reports it and returns 4, else 0. */
+int cli_flush_stdout(const char *verb);
+/* Prints VERB's help on stdout; returns 0 (or 4 if stdout fails). */
+int cli_help(const char *verb);
+
+/* ---- option scanner ---------------------------------------------------- */
+
+/* Options are long ("--name VALUE" or "--name=VALUE") plus "-h"; "--" ends
+ * them, and a lone "-" is an operand. */
+struct cli_option {
+	const char *name; /* without the leading "--" */
+	bool has_value;
+	int id; /* > 0 */
+};
+
+enum {
+	ARG_OPERAND = 0, /* *value is the operand */
+	ARG_END = -1,
+	ARG_ERROR = -2, /* already reported */
+	ARG_HELP = -3,
+};
+
+struct cli_args {
+	const char *verb;
+	int argc;
+	char **argv;
+	int next;
+	bool operands_only;
+};
+
+void cli_args_init(struct cli_args *a, const char *verb, int argc, char **argv);
+/* The next option's id, ARG_OPERAND, ARG_HELP (-h, --help), ARG_END or
+ * ARG_ERROR; *value is the option's value or the operand. */
+int cli_args_next(struct cli_args *a, const struct cli_option *opts,
+                  const char **value);
+
+/* Parses a decimal integer in [min, max]; reports and returns false on
+ * anything else. */
+bool cli_parse_u64(const char *verb, const char *what, const char *text,
+                   uint64_t min, uint64_t max, uint64_t *out);
+
+/* ---- growable byte buffer ---------------------------------------------- */
+
+struct strbuf {
+	uint8_t *data;
+	size_t len;
+	size_t cap;
+};
+
+/* Makes room for n more bytes; false when memory runs out. */
+bool sb_reserve(struct strbuf *sb, size_t n);
+bool sb_append(struct strbuf *sb, const void *data, size_t n);
+bool sb_putc(struct strbuf *sb, uint8_t c);
+void sb_free(struct strbuf *sb);
+
+/* ---- keys and values as text (kvseg_text.c) ---------------------------- */
+
+/* Where a text field appears, for the rules that differ between them. */
+enum field_kind {
+	FIELD_KEY,   /* \b bit keys allowed */
+	FIELD_VALUE, /* bytes only */
+};
+
+/*
+ * Decodes the escaped text [in, in + len) into out, which may be in itself
+ * (decoding never lengthens). Keys may be "\b" followed by 0/1 digits. On
+ * success returns true with the length in bits in *bits (8 * bytes for
+ * byte strings); on failure false with a reason in why.
+ */
+bool text_decode(const uint8_t *in, size_t len, enum field_kind kind,
+                 uint8_t *out, uint64_t *bits, char why[96]);
+/* Decodes a string of 0/1 digits into a bit string (may be in place). */
+bool text_decode_bits(const uint8_t *in, size_t len, uint8_t *out,
+                      uint64_t *bits, char why[96]);
+/* Decodes hex digits (either case, even count) into bytes, in place or not. */
+bool text_decode_hex(const uint8_t *in, size_t len, uint8_t *out,
+                     size_t *out_len, char why[96]);
+/* Appends the canonical escaped form of a key or value of bits bits. */
+bool text_encode(struct strbuf *sb, const uint8_t *data, uint64_t bits);
+
+/* Decodes a command-line key into a new buffer (freed by the caller). */
+bool text_decode_arg(const char *arg, uint8_t **key, uint64_t *bits,
+                     char why[96]);
+
+/* True if [data, data + len) is well-formed UTF-8 without bytes < 0x20 or
+ * 0x7f: the strings JSON output writes as text rather than hex. */
+bool text_is_plain_utf8(const uint8_t *data, size_t len);
+/* Appends a JSON member "name": for the key or value (key/key_hex/key_bits
+ * or value/value_hex) chosen by the rules in USAGE.md. */
+bool json_put_field(struct strbuf *sb, const char *name, const uint8_t *data,
+                    uint64_t bits);
+/* Appends a JSON string literal for the plain UTF-8 bytes given. */
+bool json_put_string(struct strbuf *sb, const uint8_t *data, size_t len);
+
+/* Length of the well-formed UTF-8 sequence starting at p (at most n bytes
+ * available), or 0 if it is not one. */
+size_t utf8_sequence_len(const uint8_t *p, size_t n);
+
+/* Key helpers over MSB-first bit strings. */
+bool key_has_prefix(const uint8_t *key, uint64_t key_bits,
+                    const uint8_t *prefix, uint64_t prefix_bits);
+
+/* ---- build's input (kvseg_input.c) ------------------------------------- */
+
+enum input_format {
+	INPUT_TSV,
+	INPUT_NUL,
+	INPUT_JSONL,
+};
+
+/* One record of the input; key and value point into the input buffer. */
+struct record {
+	const uint8_t *key;
+	const uint8_t *value;
+	uint64_t value_len;
+	uint64_t number; /* input line (tsv, jsonl) or record (nul), from 1 */
+	uint32_t key_bits;
+	uint32_t kind; /* kvs_kind */
+};
+
+struct record_list {
+	struct record *items;
+	size_t count;
+	size_t cap;
+};
+
+/* Reads all of fd into *buf (malloc'd, *len bytes). Returns 0 or errno. */
+int input_slurp(int fd, uint8_t **buf, size_t *len);
+
+/*
+ * Parses the whole input, decoding fields in place, into list. Returns 0,
+ * or an exit code after reporting "kvseg build: stdin: line N: ...".
+ */
+int input_parse(enum input_format format, uint8_t *buf, size_t len,
+                struct record_list *list);
+/* "line" or "record": how the format numbers its records. */
+const char *input_unit(enum input_format format);
+
+/* ---- verbs ------------------------------------------------------------- */
+
+int cmd_build(int argc, char **argv);
+int cmd_get(int argc, char **argv);
+int cmd_scan(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_stat(int argc, char **argv);
+
+/* Opens path for reading, reporting failures; returns 0 or an exit code. */
+int open_segment(const char *verb, const char *path, kvs_segment **out);
+/* Reports a cursor failure on path; returns its exit code. */
+int cursor_failure(const char *verb, const char *path, kvs_status st);
+
+#endif

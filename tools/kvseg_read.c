@@ -1,0 +1,392 @@
+/*
+ * kvseg_read.c — the verbs that read records out of a segment: get, scan
+ * and dump, all through one libkvseg cursor.
+ *
+ * scan and dump print keys and values with the one encoder in
+ * kvseg_text.c, so their TSV is build's input syntax and dump is
+ * canonical. A key argument is decoded once; in the byte profile a key
+ * whose length is not a whole number of bytes cannot be present, and its
+ * lower bound among byte keys is that of the key padded with zero bits to
+ * a byte, which is how scan seeks to it.
+ */
+#include "kvseg_cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int open_segment(const char *verb, const char *path, kvs_segment **out)
+{
+	kvs_error err = {0};
+	kvs_status st = kvs_segment_open(out, path, &err);
+
+	if (st == KVS_OK)
+		return EXIT_OK;
+	*out = NULL;
+	cli_error_kvs(verb, path, st, &err, "");
+	/* "not a regular file": it cannot be read as a segment at all. */
+	return st == KVS_E_INVAL ? EXIT_SYSTEM : exit_for_status(st);
+}
+
+int cursor_failure(const char *verb, const char *path, kvs_status st)
+{
+	cli_error(verb, path, "reading records: %s", kvs_strerror(st));
+	return exit_for_status(st);
+}
+
+/* A key given as an argument, decoded. */
+struct key_arg {
+	uint8_t *key;
+	uint64_t bits;
+	bool given;
+};
+
+static bool decode_key_arg(const char *verb, const char *what, const char *text,
+                           struct key_arg *k)
+{
+	char why[96];
+
+	free(k->key);
+	k->key = NULL;
+	if (!text_decode_arg(text, &k->key, &k->bits, why)) {
+		cli_usage(verb, "%s '%s': %s", what, text, why);
+		return false;
+	}
+	if (k->bits > KVS_MAX_KEY_BITS) {
+		cli_usage(verb, "%s is longer than the key limit", what);
+		return false;
+	}
+	k->given = true;
+	return true;
+}
+
+/* ---- get --------------------------------------------------------------- */
+
+enum { OPT_QUIET = 1 };
+
+static const struct cli_option get_options[] = {
+    {"quiet", false, OPT_QUIET},
+    {"-q", false, OPT_QUIET},
+    {NULL, false, 0},
+};
+
+int cmd_get(int argc, char **argv)
+{
+	struct cli_args args;
+	const char *val, *operands[2] = {NULL, NULL};
+	struct key_arg key = {0};
+	kvs_segment *seg = NULL;
+	kvs_cursor *cur = NULL;
+	kvs_segment_info info;
+	bool quiet = false, found = false;
+	int nops = 0, id, rc;
+	kvs_status st;
+
+	cli_args_init(&args, "get", argc, argv);
+	while ((id = cli_args_next(&args, get_options, &val)) != ARG_END) {
+		if (id == ARG_ERROR)
+			return EXIT_USAGE;
+		if (id == ARG_HELP)
+			return cli_help("get");
+		if (id == OPT_QUIET) {
+			quiet = true;
+		} else if (nops == 2) {
+			return cli_usage("get", "too many operands ('%s')",
+			                 val);
+		} else {
+			operands[nops++] = val;
+		}
+	}
+	if (nops < 2)
+		return cli_usage("get", "needs SEG and KEY");
+	if (!decode_key_arg("get", "KEY", operands[1], &key))
+		return EXIT_USAGE;
+	rc = open_segment("get", operands[0], &seg);
+	if (rc)
+		goto out;
+	kvs_segment_info_get(seg, &info);
+	if (info.profile == KVS_PROFILE_BIT || key.bits % 8 == 0) {
+		st = kvs_cursor_open(&cur, seg);
+		if (st == KVS_OK && info.profile == KVS_PROFILE_BYTE)
+			st = kvs_cursor_lookup_bytes(
+			    cur, key.key, (size_t)(key.bits / 8), &found);
+		else if (st == KVS_OK)
+			st = kvs_cursor_lookup(cur, key.key, key.bits, &found);
+		if (st != KVS_OK) {
+			rc = cursor_failure("get", operands[0], st);
+			goto out;
+		}
+	}
+	if (!found) {
+		if (!quiet)
+			cli_error("get", operands[0], "'%s': not found",
+			          operands[1]);
+		rc = EXIT_NOT_FOUND;
+	} else if (kvs_cursor_kind(cur) == KVS_KIND_TOMBSTONE) {
+		if (!quiet)
+			cli_error("get", operands[0],
+			          "'%s': deleted (a tombstone)", operands[1]);
+		rc = EXIT_NOT_FOUND;
+	} else {
+		const uint8_t *value;
+		size_t value_len;
+
+		st = kvs_cursor_value(cur, &value, &value_len);
+		if (st != KVS_OK) {
+			rc = cursor_failure("get", operands[0], st);
+			goto out;
+		}
+		fwrite(value, 1, value_len, stdout);
+		rc = cli_flush_stdout("get");
+	}
+out:
+	if (cur)
+		kvs_cursor_close(cur);
+	kvs_segment_unref(seg);
+	free(key.key);
+	return rc;
+}
+
+/* ---- scan and dump ----------------------------------------------------- */
+
+enum output_format {
+	OUTPUT_TSV,
+	OUTPUT_JSONL,
+};
+
+struct scan_filter {
+	struct key_arg prefix, from, to;
+	uint64_t limit;
+	enum output_format format;
+};
+
+static bool format_record(struct strbuf *sb, enum output_format format,
+                          const uint8_t *key, uint64_t key_bits, kvs_kind kind,
+                          const uint8_t *value, size_t value_len)
+{
+	if (format == OUTPUT_TSV) {
+		if (!text_encode(sb, key, key_bits))
+			return false;
+		if (kind == KVS_KIND_VALUE &&
+		    (!sb_putc(sb, '\t') ||
+		     !text_encode(sb, value, (uint64_t)value_len * 8)))
+			return false;
+		return sb_putc(sb, '\n');
+	}
+	if (!sb_putc(sb, '{') || !json_put_field(sb, "key", key, key_bits))
+		return false;
+	if (kind == KVS_KIND_TOMBSTONE) {
+		if (!sb_append(sb, ",\"tombstone\":true", 17))
+			return false;
+	} else if (!sb_putc(sb, ',') ||
+	           !json_put_field(sb, "value", value,
+	                           (uint64_t)value_len * 8)) {
+		return false;
+	}
+	return sb_append(sb, "}\n", 2);
+}
+
+/* Positions the cursor at the first record the filter may print. */
+static kvs_status scan_start(kvs_cursor *cur, const kvs_segment_info *info,
+                             const struct scan_filter *f)
+{
+	const struct key_arg *start = NULL;
+
+	if (f->prefix.given)
+		start = &f->prefix;
+	if (f->from.given &&
+	    (!start || kvs_key_compare(f->from.key, f->from.bits, start->key,
+	                               start->bits) > 0))
+		start = &f->from;
+	if (!start)
+		return kvs_cursor_first(cur);
+	if (info->profile == KVS_PROFILE_BYTE)
+		return kvs_cursor_seek_bytes(cur, start->key,
+		                             (size_t)((start->bits + 7) / 8));
+	return kvs_cursor_seek(cur, start->key, start->bits);
+}
+
+static int print_records(const char *verb, const char *path, kvs_segment *seg,
+                         const struct scan_filter *f)
+{
+	kvs_cursor *cur = NULL;
+	kvs_segment_info info;
+	struct strbuf sb = {0};
+	uint64_t printed = 0;
+	kvs_status st;
+	int rc = EXIT_OK;
+
+	kvs_segment_info_get(seg, &info);
+	st = kvs_cursor_open(&cur, seg);
+	if (st == KVS_OK)
+		st = scan_start(cur, &info, f);
+	while (st == KVS_OK && kvs_cursor_valid(cur) && printed < f->limit) {
+		uint64_t key_bits;
+		const uint8_t *key = kvs_cursor_key(cur, &key_bits);
+		kvs_kind kind = kvs_cursor_kind(cur);
+		const uint8_t *value = NULL;
+		size_t value_len = 0;
+
+		if (f->to.given &&
+		    kvs_key_compare(key, key_bits, f->to.key, f->to.bits) >= 0)
+			break;
+		if (f->prefix.given &&
+		    !key_has_prefix(key, key_bits, f->prefix.key,
+		                    f->prefix.bits))
+			break;
+		if (kind == KVS_KIND_VALUE) {
+			st = kvs_cursor_value(cur, &value, &value_len);
+			if (st != KVS_OK)
+				break;
+		}
+		if (!format_record(&sb, f->format, key, key_bits, kind, value,
+		                   value_len)) {
+			cli_error(verb, NULL, "out of memory");
+			rc = EXIT_SYSTEM;
+			goto out;
+		}
+		printed++;
+		if (sb.len >= (size_t)1 << 16) {
+			if (fwrite(sb.data, 1, sb.len, stdout) != sb.len) {
+				rc = cli_flush_stdout(verb);
+				goto out;
+			}
+			sb.len = 0;
+		}
+		st = kvs_cursor_next(cur);
+	}
+	if (st != KVS_OK) {
+		rc = cursor_failure(verb, path, st);
+		goto out;
+	}
+	if (sb.len)
+		fwrite(sb.data, 1, sb.len, stdout);
+	rc = cli_flush_stdout(verb);
+out:
+	if (cur)
+		kvs_cursor_close(cur);
+	sb_free(&sb);
+	return rc;
+}
+
+enum {
+	OPT_PREFIX = 1,
+	OPT_FROM,
+	OPT_TO,
+	OPT_LIMIT,
+	OPT_FORMAT,
+};
+
+static const struct cli_option scan_options[] = {
+    {"prefix", true, OPT_PREFIX}, {"from", true, OPT_FROM},
+    {"to", true, OPT_TO},         {"limit", true, OPT_LIMIT},
+    {"format", true, OPT_FORMAT}, {NULL, false, 0},
+};
+
+static int parse_scan_args(int argc, char **argv, struct scan_filter *f,
+                           const char **path)
+{
+	struct cli_args args;
+	const char *val;
+	int id;
+
+	cli_args_init(&args, "scan", argc, argv);
+	while ((id = cli_args_next(&args, scan_options, &val)) != ARG_END) {
+		switch (id) {
+		case ARG_ERROR:
+			return EXIT_USAGE;
+		case ARG_HELP:
+			return -1;
+		case ARG_OPERAND:
+			if (*path)
+				return cli_usage(
+				    "scan", "one segment only ('%s')", val);
+			*path = val;
+			break;
+		case OPT_PREFIX:
+			if (!decode_key_arg("scan", "--prefix", val,
+			                    &f->prefix))
+				return EXIT_USAGE;
+			break;
+		case OPT_FROM:
+			if (!decode_key_arg("scan", "--from", val, &f->from))
+				return EXIT_USAGE;
+			break;
+		case OPT_TO:
+			if (!decode_key_arg("scan", "--to", val, &f->to))
+				return EXIT_USAGE;
+			break;
+		case OPT_LIMIT:
+			if (!cli_parse_u64("scan", "--limit", val, 0,
+			                   UINT64_MAX, &f->limit))
+				return EXIT_USAGE;
+			break;
+		case OPT_FORMAT:
+			if (strcmp(val, "tsv") == 0)
+				f->format = OUTPUT_TSV;
+			else if (strcmp(val, "jsonl") == 0)
+				f->format = OUTPUT_JSONL;
+			else
+				return cli_usage("scan",
+				                 "--format: '%s' is not tsv or "
+				                 "jsonl",
+				                 val);
+			break;
+		}
+	}
+	if (!*path)
+		return cli_usage("scan", "no segment given");
+	return EXIT_OK;
+}
+
+int cmd_scan(int argc, char **argv)
+{
+	struct scan_filter f = {0};
+	const char *path = NULL;
+	kvs_segment *seg = NULL;
+	int rc;
+
+	f.limit = UINT64_MAX;
+	f.format = OUTPUT_TSV;
+	rc = parse_scan_args(argc, argv, &f, &path);
+	if (rc < 0)
+		rc = cli_help("scan");
+	else if (rc == EXIT_OK &&
+	         (rc = open_segment("scan", path, &seg)) == EXIT_OK)
+		rc = print_records("scan", path, seg, &f);
+	kvs_segment_unref(seg);
+	free(f.prefix.key);
+	free(f.from.key);
+	free(f.to.key);
+	return rc;
+}
+
+int cmd_dump(int argc, char **argv)
+{
+	struct scan_filter f = {0};
+	struct cli_args args;
+	const char *val, *path = NULL;
+	kvs_segment *seg = NULL;
+	int id, rc;
+
+	cli_args_init(&args, "dump", argc, argv);
+	while ((id = cli_args_next(&args, NULL, &val)) != ARG_END) {
+		if (id == ARG_ERROR)
+			return EXIT_USAGE;
+		if (id == ARG_HELP)
+			return cli_help("dump");
+		if (path)
+			return cli_usage("dump", "one segment only ('%s')",
+			                 val);
+		path = val;
+	}
+	if (!path)
+		return cli_usage("dump", "no segment given");
+	rc = open_segment("dump", path, &seg);
+	if (rc)
+		return rc;
+	f.limit = UINT64_MAX;
+	f.format = OUTPUT_TSV;
+	rc = print_records("dump", path, seg, &f);
+	kvs_segment_unref(seg);
+	return rc;
+}
