@@ -32,6 +32,11 @@
  *
  * A segment handle is immutable and reference-counted; many threads may
  * read it at once, each through its own cursor. A cursor is one thread's.
+ *
+ * Messages in a kvs_error start with the file's path when the call was
+ * given a path (kvs_writer_*, kvs_segment_open) and do not otherwise
+ * (kvs_segment_open_memory, kvs_segment_verify). kvs_writer_free,
+ * kvs_segment_unref and kvs_cursor_close accept NULL.
  */
 #ifndef KVSEG_SEGMENT_H
 #define KVSEG_SEGMENT_H
