@@ -2,7 +2,7 @@
 # test.sh — the README's test command and what CI runs (.ci/run): install
 # what is missing, build with warnings as errors and run every test, then
 # build again with AddressSanitizer and UndefinedBehaviorSanitizer and run
-# every test again.
+# every test again, then fuzz the segment reader with libFuzzer for a minute.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,4 +32,19 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	meson test -C build-san --print-errorlogs --no-suite large
 
-echo "== all tests passed (release and sanitizer builds)"
+echo "== fuzz (60 s)"
+# clang for libFuzzer; -Dfuzz=true also puts the sanitizers everywhere.
+CC=clang configure build-fuzz --werror -Dfuzz=true -Dbench=disabled
+ninja -C build-fuzz tests/fuzz/fuzz_segment tests/fuzz/fuzz_segment_seeds
+corpus=$(mktemp -d)
+trap 'rm -rf "$corpus"' EXIT
+build-fuzz/tests/fuzz/fuzz_segment_seeds "$corpus"
+mkdir -p build-fuzz/fuzz-artifacts
+if ! build-fuzz/tests/fuzz/fuzz_segment -max_total_time=60 -timeout=10 \
+	-artifact_prefix=build-fuzz/fuzz-artifacts/ -print_final_stats=1 \
+	"$corpus"; then
+	echo "fuzz_segment failed; the input is in build-fuzz/fuzz-artifacts/" >&2
+	exit 1
+fi
+
+echo "== all tests passed (release and sanitizer builds, 60 s of fuzzing)"

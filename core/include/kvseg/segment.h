@@ -222,7 +222,7 @@ void kvs_cursor_close(kvs_cursor *c);
 
 /* The first record (or the end, for an empty segment). */
 kvs_status kvs_cursor_first(kvs_cursor *c);
-/* Record number i (0-based); i == records positions at the end. */
+/* Record number i (0-based); i >= records positions at the end. */
 kvs_status kvs_cursor_seek_ordinal(kvs_cursor *c, uint64_t i);
 /* The first record whose key is >= key (lower bound). */
 kvs_status kvs_cursor_seek(kvs_cursor *c, const void *key, uint64_t key_bits);
