@@ -6,11 +6,13 @@
 #include "harness.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *program_name = "bench";
 
@@ -50,6 +52,47 @@ void *bench_alloc(size_t size)
 	if (p == NULL)
 		bench_fail("cannot allocate %zu bytes", size);
 	return p;
+}
+
+static char tmpdir_path[4096];
+
+static int remove_entry(const char *path, const struct stat *st, int flag,
+                        struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+static void remove_tmpdir(void)
+{
+	if (tmpdir_path[0] != '\0')
+		nftw(tmpdir_path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *bench_tmpdir(void)
+{
+	if (tmpdir_path[0] != '\0')
+		return tmpdir_path;
+	const char *base = getenv("TMPDIR");
+	if (base == NULL || base[0] == '\0')
+		base = "/tmp";
+	int len = snprintf(tmpdir_path, sizeof tmpdir_path,
+	                   "%s/segfs-bench-XXXXXX", base);
+	if (len < 0 || (size_t)len >= sizeof tmpdir_path) {
+		tmpdir_path[0] = '\0';
+		bench_fail("TMPDIR is too long");
+	}
+	if (mkdtemp(tmpdir_path) == NULL) {
+		int e = errno;
+		tmpdir_path[0] = '\0';
+		bench_fail("cannot make a directory under %s: %s", base,
+		           strerror(e));
+	}
+	atexit(remove_tmpdir);
+	return tmpdir_path;
 }
 
 static void usage(FILE *f, const char *bench)

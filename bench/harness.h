@@ -85,6 +85,14 @@ void bench_fail(const char *fmt, ...)
  * aligned, size rounded up to a multiple of 64. Free with free(). */
 void *bench_alloc(size_t size);
 
+/*
+ * A directory of this process's own for the files it writes (segments,
+ * peer databases): made on the first call under $TMPDIR (or /tmp), so on the
+ * filesystem the benchmark is told to use, and removed with everything in
+ * it when the process exits, also after bench_fail().
+ */
+const char *bench_tmpdir(void);
+
 #ifdef __cplusplus
 }
 #endif
