@@ -941,10 +941,16 @@ static void ref_encode(ref_stream *e, const recset *rs,
 				lcp -= lcp % 8;
 		}
 		uint64_t vals[KVS_FIELD_COUNT] = {lcp, x->bits, x->vlen};
-		if (!bit) {
-			if (!restart)
-				ref_varint(v, lcp / 8);
-			ref_varint(v, (x->bits - lcp) / 8);
+		if (!bit && restart) {
+			ref_varint(v, x->bits / 8);
+		} else if (!bit) {
+			uint64_t len = x->bits / 8;
+			uint64_t prev_len = rs->r[i - 1].bits / 8;
+			ref_varint(v, lcp / 8 * 2 + (len != prev_len));
+			if (len != prev_len)
+				ref_varint(v, len > prev_len
+				                  ? 2 * (len - prev_len)
+				                  : 2 * (prev_len - len) - 1);
 		}
 		for (int f = 0; bit && f < KVS_FIELD_VALLEN; f++) {
 			if (f == KVS_FIELD_LCP && restart)
@@ -1452,8 +1458,8 @@ static void test_format_example(void **state)
 	(void)state;
 	set_case("FORMAT.md §8.1 example");
 	g_mode = "byte/typed, K=15";
-	static const uint8_t want[] = {0x02, 0x61, 0x62, 0x02, 0x78,
-	                               0x01, 0x01, 0x63, 0x00};
+	static const uint8_t want[] = {0x02, 0x61, 0x62, 0x02,
+	                               0x78, 0x02, 0x63, 0x00};
 	recset rs;
 	memset(&rs, 0, sizeof rs);
 	rs_push(&rs, (const uint8_t *)"ab", 16);

@@ -62,6 +62,33 @@ static kvs_status invalidate(kvs_cursor *c, kvs_status st)
 
 /* ---- decoding one record ----------------------------------------------- */
 
+/*
+ * The key header of a byte-profile record that is not a restart (FORMAT.md
+ * §6.1): varint lcp * 2 + changed, then, when changed, the zigzag varint of
+ * the key length's difference from the previous key's.
+ */
+static inline kvs_status byte_key_header(const uint8_t **p, const uint8_t *end,
+                                         uint64_t prev_len, uint64_t max_key,
+                                         uint64_t *lcp, uint64_t *len)
+{
+	uint64_t h, z;
+	kvs_status st = kvs_varint_get(p, end, &h);
+	if (st != KVS_OK)
+		return st;
+	*lcp = h >> 1;
+	*len = prev_len;
+	if (h & 1) {
+		if ((st = kvs_varint_get(p, end, &z)) != KVS_OK)
+			return st;
+		if (z == 0) /* "changed" by nothing: not canonical */
+			return KVS_E_CORRUPT;
+		*len = prev_len + ((z >> 1) ^ (uint64_t)-(int64_t)(z & 1));
+	}
+	if (*lcp > prev_len || *len > max_key || *len < *lcp)
+		return KVS_E_CORRUPT;
+	return KVS_OK;
+}
+
 static kvs_status decode_byte(kvs_cursor *c, bool restart, uint64_t off)
 {
 	const kvs_segment *s = c->seg;
@@ -70,15 +97,19 @@ static kvs_status decode_byte(kvs_cursor *c, bool restart, uint64_t off)
 	const uint8_t *p = s->stream + off, *end = s->stream + s->stream_len;
 	uint64_t max_key = s->max_key_bits / 8, lcp = 0, slen, v;
 	kvs_status st;
-	if (!restart) {
-		if ((st = kvs_varint_get(&p, end, &lcp)) != KVS_OK)
+	if (restart) {
+		if ((st = kvs_varint_get(&p, end, &slen)) != KVS_OK)
 			return st;
-		if (lcp > c->key_bits / 8)
+		if (slen > max_key)
 			return KVS_E_CORRUPT;
+	} else {
+		uint64_t prev_len = c->key_bits / 8, len;
+		if ((st = byte_key_header(&p, end, prev_len, max_key, &lcp,
+		                          &len)) != KVS_OK)
+			return st;
+		slen = len - lcp;
 	}
-	if ((st = kvs_varint_get(&p, end, &slen)) != KVS_OK)
-		return st;
-	if (slen > max_key - lcp || slen > (uint64_t)(end - p))
+	if (slen > (uint64_t)(end - p))
 		return KVS_E_CORRUPT;
 	memcpy(c->key + lcp, p, slen);
 	p += slen;
@@ -444,24 +475,26 @@ static kvs_status frames_byte(const kvs_segment *s, uint64_t *records)
 	uint64_t n = 0, key_len = 0, K = s->restart_interval;
 	kvs_status st = KVS_OK;
 	for (; n < s->records; n++) {
-		uint64_t lcp = 0, slen, v;
+		uint64_t lcp = 0, len, v;
 		if (n % K) {
-			if ((st = kvs_varint_get(&p, end, &lcp)) != KVS_OK)
+			st = byte_key_header(&p, end, key_len,
+			                     s->max_key_bits / 8, &lcp, &len);
+			if (st != KVS_OK)
 				break;
-			if (lcp > key_len) {
+		} else {
+			if ((st = kvs_varint_get(&p, end, &len)) != KVS_OK)
+				break;
+			if (len > s->max_key_bits / 8) {
 				st = KVS_E_CORRUPT;
 				break;
 			}
 		}
-		if ((st = kvs_varint_get(&p, end, &slen)) != KVS_OK)
-			break;
-		if (slen > (uint64_t)(end - p) ||
-		    slen > s->max_key_bits / 8 - lcp) {
+		if (len - lcp > (uint64_t)(end - p)) {
 			st = KVS_E_CORRUPT;
 			break;
 		}
-		p += slen;
-		key_len = lcp + slen;
+		p += len - lcp;
+		key_len = len;
 		if ((st = kvs_varint_get(&p, end, &v)) != KVS_OK)
 			break;
 		if (s->framing == KVS_FRAMING_TYPED && v)

@@ -285,11 +285,14 @@ static kvs_status add_byte_record(kvs_writer *w, const uint8_t *key,
 	if (grow(&w->buf, &w->buf_cap, need) != KVS_OK)
 		return KVS_E_NOMEM;
 	uint8_t *p = w->buf + w->buf_len;
+	uint64_t prev_len = w->prev_bits / 8; /* before this record */
 	if (restart) {
 		p += kvs_varint_put(p, key_len);
+	} else if (key_len == prev_len) { /* FORMAT.md §6.1 */
+		p += kvs_varint_put(p, lcp << 1);
 	} else {
-		p += kvs_varint_put(p, lcp);
-		p += kvs_varint_put(p, key_len - lcp);
+		p += kvs_varint_put(p, lcp << 1 | 1);
+		p += kvs_varint_put(p, seg_zigzag(key_len, prev_len));
 	}
 	memcpy(p, key + lcp, key_len - lcp);
 	p += key_len - lcp;
