@@ -156,22 +156,44 @@ static inline void clear_padding(uint8_t *key, uint64_t bits)
 		key[bits / 8] &= (uint8_t)(0xFF00u >> (bits & 7));
 }
 
-static kvs_status decode_bit(kvs_cursor *c, bool restart)
+/*
+ * The writer's default codes as constants: decode_bit_with() and
+ * frames_bit_with() are instantiated once with these, so the compiler folds
+ * each field's code into straight-line EG decoding, and once with the
+ * segment's own codes for everything else.
+ */
+static const seg_field default_fields[KVS_FIELD_COUNT] = {
+    {{KVS_CODE_EG, 2, 1}, {0, 0, 0, 0, 0, 0}},
+    {{KVS_CODE_EG, 0, 1}, {0, 0, 0, 0, 0, 0}},
+    {{KVS_CODE_EG, 0, 1}, {0, 0, 0, 0, 0, 0}},
+};
+
+bool seg_fields_are_default(const seg_field *f)
+{
+	for (int i = 0; i < KVS_FIELD_COUNT; i++)
+		if (f[i].spec.kind != default_fields[i].spec.kind ||
+		    f[i].spec.param != default_fields[i].spec.param ||
+		    f[i].spec.delta != default_fields[i].spec.delta)
+			return false;
+	return true;
+}
+
+static inline __attribute__((always_inline)) kvs_status
+decode_bit_with(kvs_cursor *c, bool restart, const seg_field *fields)
 {
 	const kvs_segment *s = c->seg;
 	kvs_bitreader r = c->br;
-	uint64_t start = kvs_br_position(&r);
 	uint64_t lcp = 0, keylen, vlen = 0;
 	kvs_status st;
 	if (restart) {
 		c->prev_lcp = c->prev_keylen = c->prev_vallen = 0;
 	} else {
-		st = seg_field_get(&r, &s->fields[KVS_FIELD_LCP], c->prev_lcp,
+		st = seg_field_get(&r, &fields[KVS_FIELD_LCP], c->prev_lcp,
 		                   c->key_bits, &lcp);
 		if (st != KVS_OK)
 			return st;
 	}
-	st = seg_field_get(&r, &s->fields[KVS_FIELD_KEYLEN], c->prev_keylen,
+	st = seg_field_get(&r, &fields[KVS_FIELD_KEYLEN], c->prev_keylen,
 	                   s->max_key_bits, &keylen);
 	if (st != KVS_OK)
 		return st;
@@ -188,12 +210,11 @@ static kvs_status decode_bit(kvs_cursor *c, bool restart)
 		kind = bit ? KVS_KIND_VALUE : KVS_KIND_TOMBSTONE;
 	}
 	if (kind == KVS_KIND_VALUE) {
-		st = seg_field_get(&r, &s->fields[KVS_FIELD_VALLEN],
-		                   c->prev_vallen, kvs_br_remaining(&r) / 8,
-		                   &vlen);
+		/* the skip checks the length against the bits left */
+		st = seg_field_get(&r, &fields[KVS_FIELD_VALLEN],
+		                   c->prev_vallen, KVS_MAX_VALUE_LEN, &vlen);
 		if (st != KVS_OK)
 			return st;
-		c->value_bit = kvs_br_position(&r);
 		if ((st = kvs_br_skip(&r, vlen * 8)) != KVS_OK)
 			return st;
 		c->prev_vallen = vlen;
@@ -204,7 +225,6 @@ static kvs_status decode_bit(kvs_cursor *c, bool restart)
 	c->key_bits = keylen;
 	c->kind = kind;
 	c->value_len = vlen;
-	c->rec_start = start;
 	c->br = r;
 	return KVS_OK;
 }
@@ -220,7 +240,9 @@ kvs_status seg_cursor_decode_at(kvs_cursor *c, uint64_t ordinal, uint64_t off)
 		if (off != kvs_br_position(&c->br) &&
 		    (st = kvs_br_seek(&c->br, off)) != KVS_OK)
 			return invalidate(c, KVS_E_CORRUPT);
-		st = decode_bit(c, restart);
+		st = s->default_codes
+		         ? decode_bit_with(c, restart, default_fields)
+		         : decode_bit_with(c, restart, s->fields);
 	}
 	if (st != KVS_OK)
 		return invalidate(c, st);
@@ -254,10 +276,17 @@ kvs_status kvs_cursor_next(kvs_cursor *c)
 		return KVS_OK;
 	if (c->ordinal + 1 == s->records)
 		return invalidate(c, KVS_OK);
-	uint64_t off = s->profile == KVS_PROFILE_BYTE
-	                   ? c->next_off
-	                   : kvs_br_position(&c->br);
-	return seg_cursor_decode_at(c, c->ordinal + 1, off);
+	if (s->profile == KVS_PROFILE_BYTE)
+		return seg_cursor_decode_at(c, c->ordinal + 1, c->next_off);
+	/* the reader is already at the next record */
+	bool restart = (c->ordinal + 1) % s->restart_interval == 0;
+	kvs_status st = s->default_codes
+	                    ? decode_bit_with(c, restart, default_fields)
+	                    : decode_bit_with(c, restart, s->fields);
+	if (st != KVS_OK)
+		return invalidate(c, st);
+	c->ordinal++;
+	return KVS_OK;
 }
 
 kvs_status kvs_cursor_seek_ordinal(kvs_cursor *c, uint64_t i)
@@ -448,8 +477,10 @@ kvs_status kvs_cursor_value(kvs_cursor *c, const uint8_t **value,
 	}
 	/* The value was skipped successfully, so its bits lie in the stream;
 	 * when unaligned its last bits reach into byte src[n]. */
-	const uint8_t *src = s->stream + c->value_bit / 8;
-	unsigned sh = (unsigned)(c->value_bit & 7);
+	/* the value ends the record, and the reader is at the record's end */
+	uint64_t value_bit = kvs_br_position(&c->br) - 8 * (uint64_t)n;
+	const uint8_t *src = s->stream + value_bit / 8;
+	unsigned sh = (unsigned)(value_bit & 7);
 	if (sh == 0) {
 		memcpy(c->vbuf, src, n);
 	} else {
@@ -509,7 +540,9 @@ static kvs_status frames_byte(const kvs_segment *s, uint64_t *records)
 	return st;
 }
 
-static kvs_status frames_bit(const kvs_segment *s, uint64_t *records)
+static inline __attribute__((always_inline)) kvs_status
+frames_bit_with(const kvs_segment *s, uint64_t *records,
+                const seg_field *fields)
 {
 	kvs_bitreader r;
 	kvs_br_init(&r, s->stream, 0, s->stream_bits);
@@ -521,13 +554,13 @@ static kvs_status frames_bit(const kvs_segment *s, uint64_t *records)
 		if (n % K == 0) {
 			plcp = pkey = pval = 0;
 		} else {
-			st = seg_field_get(&r, &s->fields[KVS_FIELD_LCP], plcp,
+			st = seg_field_get(&r, &fields[KVS_FIELD_LCP], plcp,
 			                   pkey, &lcp);
 			if (st != KVS_OK)
 				break;
 			plcp = lcp;
 		}
-		st = seg_field_get(&r, &s->fields[KVS_FIELD_KEYLEN], pkey,
+		st = seg_field_get(&r, &fields[KVS_FIELD_KEYLEN], pkey,
 		                   s->max_key_bits, &keylen);
 		if (st != KVS_OK)
 			break;
@@ -543,9 +576,8 @@ static kvs_status frames_bit(const kvs_segment *s, uint64_t *records)
 		    (st = kvs_br_read(&r, 1, &bit)) != KVS_OK)
 			break;
 		if (bit) {
-			st = seg_field_get(&r, &s->fields[KVS_FIELD_VALLEN],
-			                   pval, kvs_br_remaining(&r) / 8,
-			                   &vlen);
+			st = seg_field_get(&r, &fields[KVS_FIELD_VALLEN],
+			                   pval, KVS_MAX_VALUE_LEN, &vlen);
 			if (st != KVS_OK)
 				break;
 			pval = vlen;
@@ -555,6 +587,12 @@ static kvs_status frames_bit(const kvs_segment *s, uint64_t *records)
 	}
 	*records = n;
 	return st;
+}
+
+static kvs_status frames_bit(const kvs_segment *s, uint64_t *records)
+{
+	return s->default_codes ? frames_bit_with(s, records, default_fields)
+	                        : frames_bit_with(s, records, s->fields);
 }
 
 kvs_status kvs_segment_scan_frames(kvs_segment *s, uint64_t *records)

@@ -113,6 +113,9 @@ static inline __attribute__((always_inline)) kvs_status seg_field_get(kvs_bitrea
 	return KVS_OK;
 }
 
+/* True when f holds the codes of kvs_default_codes() (cursor.c). */
+bool seg_fields_are_default(const seg_field *f);
+
 kvs_status seg_field_put(kvs_bitwriter *w, const seg_field *f, uint64_t value,
                          uint64_t prev);
 
@@ -176,6 +179,7 @@ struct kvs_segment {
 	uint64_t stream_bits, max_key_bits;
 	uint64_t dir_end; /* end of the directory: the body starts here */
 	seg_field fields[KVS_FIELD_COUNT];
+	bool default_codes; /* fields are the writer's defaults */
 
 	const uint8_t *stream; /* the record stream section */
 	uint64_t stream_len;   /* its bytes */
@@ -195,7 +199,7 @@ struct kvs_segment {
 struct kvs_cursor {
 	kvs_segment *seg;
 	uint64_t ordinal;    /* current record; seg->records at the end */
-	uint64_t rec_start;  /* stream offset of the current record */
+	uint64_t rec_start;  /* byte profile: offset of the current record */
 	uint64_t next_off;   /* byte profile: offset after the current record */
 	kvs_bitreader br;    /* bit profile: positioned after the record */
 	uint64_t prev_lcp, prev_keylen, prev_vallen; /* bit field states */
@@ -205,7 +209,6 @@ struct kvs_cursor {
 	kvs_kind kind;
 	uint64_t value_len;
 	const uint8_t *value; /* byte profile */
-	uint64_t value_bit;   /* bit profile: stream bit offset of the value */
 	uint8_t *vbuf;        /* bit profile: copied value */
 	size_t vcap;
 

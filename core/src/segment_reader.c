@@ -132,6 +132,9 @@ static kvs_status check_envelope(kvs_segment *s, kvs_error *err)
 		seg_field_init(&s->fields[i], &spec);
 	}
 
+	s->default_codes = s->profile == KVS_PROFILE_BIT &&
+	                   seg_fields_are_default(s->fields);
+
 	/* the directory */
 	uint64_t prev_end = dir_end, fence_len = 0;
 	bool seen[5] = {false, false, false, false, false};
@@ -413,9 +416,16 @@ kvs_status kvs_segment_verify(kvs_segment *s, kvs_error *err)
 	kvs_status st = kvs_ef_cursor_seek(&rc, &s->restarts, 0);
 	if (st == KVS_OK)
 		st = kvs_cursor_first(c);
+	uint64_t start = 0, next_start = 0; /* of this and the next record */
 	for (; st == KVS_OK && kvs_cursor_valid(c); n++) {
 		uint64_t bits;
 		const uint8_t *key = kvs_cursor_key(c, &bits);
+		if (s->profile == KVS_PROFILE_BYTE) {
+			start = c->rec_start;
+		} else {
+			start = next_start;
+			next_start = kvs_br_position(&c->br);
+		}
 		if (n % K == 0 && s->fences &&
 		    kvs_load_le32(s->fences + 4 * (n / K)) !=
 		        seg_key_fence(key, bits, s->fence_skip)) {
@@ -425,11 +435,10 @@ kvs_status kvs_segment_verify(kvs_segment *s, kvs_error *err)
 			goto out;
 		}
 		if (n % K == 0) {
-			if (!kvs_ef_cursor_valid(&rc) ||
-			    rc.value != c->rec_start) {
+			if (!kvs_ef_cursor_valid(&rc) || rc.value != start) {
 				st = BAD("record %" PRIu64 ": restart offset "
 				         "%" PRIu64 " does not match the index",
-				         n, c->rec_start);
+				         n, start);
 				goto out;
 			}
 			kvs_ef_cursor_next(&rc);
