@@ -922,6 +922,7 @@ static void ref_encode(ref_stream *e, const recset *rs,
 	else
 		kvs_default_codes(codes);
 	uint64_t prev[KVS_FIELD_COUNT] = {0};
+	uint64_t prev_vh = 0;
 	e->starts = malloc((rs->n + 1) * sizeof *e->starts);
 	e->restart = malloc((rs->n / K + 1) * sizeof *e->restart);
 	assert_true(e->starts && e->restart);
@@ -941,12 +942,19 @@ static void ref_encode(ref_stream *e, const recset *rs,
 				lcp -= lcp % 8;
 		}
 		uint64_t vals[KVS_FIELD_COUNT] = {lcp, x->bits, x->vlen};
+		/* byte profile: the value header v, written only when it
+		 * differs from the previous record's (always at a restart) */
+		bool tomb0 = x->kind == KVS_KIND_TOMBSTONE;
+		uint64_t vh = !typed ? x->vlen : tomb0 ? 0 : x->vlen + 1;
+		bool vh_changed = restart || vh != prev_vh;
+		prev_vh = vh;
 		if (!bit && restart) {
 			ref_varint(v, x->bits / 8);
 		} else if (!bit) {
 			uint64_t len = x->bits / 8;
 			uint64_t prev_len = rs->r[i - 1].bits / 8;
-			ref_varint(v, lcp / 8 * 2 + (len != prev_len));
+			ref_varint(v, lcp / 8 * 4 + 2 * (len != prev_len) +
+			                  vh_changed);
 			if (len != prev_len)
 				ref_varint(v, len > prev_len
 				                  ? 2 * (len - prev_len)
@@ -981,10 +989,8 @@ static void ref_encode(ref_stream *e, const recset *rs,
 				prev[f] = x->vlen;
 				e->encodable &= ref_code(v, &codes[f], c);
 			}
-		} else if (typed) {
-			ref_varint(v, tomb ? 0 : x->vlen + 1);
-		} else {
-			ref_varint(v, x->vlen);
+		} else if (vh_changed) {
+			ref_varint(v, vh);
 		}
 		if (!tomb)
 			ref_put_bytes(v, x->val, 0, 8 * (uint64_t)x->vlen);
@@ -1459,7 +1465,7 @@ static void test_format_example(void **state)
 	set_case("FORMAT.md §8.1 example");
 	g_mode = "byte/typed, K=15";
 	static const uint8_t want[] = {0x02, 0x61, 0x62, 0x02,
-	                               0x78, 0x02, 0x63, 0x00};
+	                               0x78, 0x05, 0x63, 0x00};
 	recset rs;
 	memset(&rs, 0, sizeof rs);
 	rs_push(&rs, (const uint8_t *)"ab", 16);

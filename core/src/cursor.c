@@ -63,21 +63,32 @@ static kvs_status invalidate(kvs_cursor *c, kvs_status st)
 /* ---- decoding one record ----------------------------------------------- */
 
 /*
- * The key header of a byte-profile record that is not a restart (FORMAT.md
- * §6.1): varint lcp * 2 + changed, then, when changed, the zigzag varint of
- * the key length's difference from the previous key's.
+ * The header of a byte-profile record (FORMAT.md §6.1). A restart: varint
+ * key length. Any other record: varint h = 4 * lcp + 2 * key_changed +
+ * value_changed, then, when key_changed, the zigzag varint of the key
+ * length's difference from the previous key's. *vh_changed receives
+ * value_changed (always true at a restart).
  */
-static inline kvs_status byte_key_header(const uint8_t **p, const uint8_t *end,
-                                         uint64_t prev_len, uint64_t max_key,
-                                         uint64_t *lcp, uint64_t *len)
+static inline kvs_status byte_header(const uint8_t **p, const uint8_t *end,
+                                     bool restart, uint64_t prev_len,
+                                     uint64_t max_key, uint64_t *lcp,
+                                     uint64_t *len, bool *vh_changed)
 {
 	uint64_t h, z;
-	kvs_status st = kvs_varint_get(p, end, &h);
-	if (st != KVS_OK)
+	kvs_status st;
+	if (restart) {
+		if ((st = kvs_varint_get(p, end, len)) != KVS_OK)
+			return st;
+		*lcp = 0;
+		*vh_changed = true;
+		return *len > max_key ? KVS_E_CORRUPT : KVS_OK;
+	}
+	if ((st = kvs_varint_get(p, end, &h)) != KVS_OK)
 		return st;
-	*lcp = h >> 1;
+	*lcp = h >> 2;
+	*vh_changed = h & 1;
 	*len = prev_len;
-	if (h & 1) {
+	if (h & 2) {
 		if ((st = kvs_varint_get(p, end, &z)) != KVS_OK)
 			return st;
 		if (z == 0) /* "changed" by nothing: not canonical */
@@ -89,32 +100,45 @@ static inline kvs_status byte_key_header(const uint8_t **p, const uint8_t *end,
 	return KVS_OK;
 }
 
+/* The value header v: typed framing 0 (tombstone) or length + 1; raw
+ * framing the length. When unchanged it is the previous record's. */
+static inline kvs_status byte_value_header(const uint8_t **p,
+                                           const uint8_t *end, bool changed,
+                                           uint64_t prev, bool restart,
+                                           uint64_t *vh)
+{
+	if (!changed) {
+		*vh = prev;
+		return KVS_OK;
+	}
+	kvs_status st = kvs_varint_get(p, end, vh);
+	if (st == KVS_OK && !restart && *vh == prev) /* not canonical */
+		return KVS_E_CORRUPT;
+	return st;
+}
+
 static kvs_status decode_byte(kvs_cursor *c, bool restart, uint64_t off)
 {
 	const kvs_segment *s = c->seg;
 	if (off > s->stream_len)
 		return KVS_E_CORRUPT;
 	const uint8_t *p = s->stream + off, *end = s->stream + s->stream_len;
-	uint64_t max_key = s->max_key_bits / 8, lcp = 0, slen, v;
-	kvs_status st;
-	if (restart) {
-		if ((st = kvs_varint_get(&p, end, &slen)) != KVS_OK)
-			return st;
-		if (slen > max_key)
-			return KVS_E_CORRUPT;
-	} else {
-		uint64_t prev_len = c->key_bits / 8, len;
-		if ((st = byte_key_header(&p, end, prev_len, max_key, &lcp,
-		                          &len)) != KVS_OK)
-			return st;
-		slen = len - lcp;
-	}
+	uint64_t lcp, len, vh, v;
+	bool vh_changed;
+	kvs_status st = byte_header(&p, end, restart, c->key_bits / 8,
+	                            s->max_key_bits / 8, &lcp, &len,
+	                            &vh_changed);
+	if (st != KVS_OK)
+		return st;
+	uint64_t slen = len - lcp;
 	if (slen > (uint64_t)(end - p))
 		return KVS_E_CORRUPT;
 	memcpy(c->key + lcp, p, slen);
 	p += slen;
-	if ((st = kvs_varint_get(&p, end, &v)) != KVS_OK)
+	st = byte_value_header(&p, end, vh_changed, c->prev_vh, restart, &vh);
+	if (st != KVS_OK)
 		return st;
+	v = vh;
 	if (s->framing == KVS_FRAMING_TYPED) {
 		c->kind = v == 0 ? KVS_KIND_TOMBSTONE : KVS_KIND_VALUE;
 		v = v ? v - 1 : 0;
@@ -123,7 +147,8 @@ static kvs_status decode_byte(kvs_cursor *c, bool restart, uint64_t off)
 	}
 	if (v > (uint64_t)(end - p))
 		return KVS_E_CORRUPT;
-	c->key_bits = 8 * (lcp + slen);
+	c->prev_vh = vh;
+	c->key_bits = 8 * len;
 	c->value = p;
 	c->value_len = v;
 	c->rec_start = off;
@@ -503,33 +528,26 @@ kvs_status kvs_cursor_value(kvs_cursor *c, const uint8_t **value,
 static kvs_status frames_byte(const kvs_segment *s, uint64_t *records)
 {
 	const uint8_t *p = s->stream, *end = s->stream + s->stream_len;
-	uint64_t n = 0, key_len = 0, K = s->restart_interval;
+	uint64_t n = 0, key_len = 0, prev_vh = 0, K = s->restart_interval;
 	kvs_status st = KVS_OK;
 	for (; n < s->records; n++) {
-		uint64_t lcp = 0, len, v;
-		if (n % K) {
-			st = byte_key_header(&p, end, key_len,
-			                     s->max_key_bits / 8, &lcp, &len);
-			if (st != KVS_OK)
-				break;
-		} else {
-			if ((st = kvs_varint_get(&p, end, &len)) != KVS_OK)
-				break;
-			if (len > s->max_key_bits / 8) {
-				st = KVS_E_CORRUPT;
-				break;
-			}
-		}
+		uint64_t lcp, len, vh, v;
+		bool changed, restart = n % K == 0;
+		st = byte_header(&p, end, restart, key_len, s->max_key_bits / 8,
+		                 &lcp, &len, &changed);
+		if (st != KVS_OK)
+			break;
 		if (len - lcp > (uint64_t)(end - p)) {
 			st = KVS_E_CORRUPT;
 			break;
 		}
 		p += len - lcp;
 		key_len = len;
-		if ((st = kvs_varint_get(&p, end, &v)) != KVS_OK)
+		st = byte_value_header(&p, end, changed, prev_vh, restart, &vh);
+		if (st != KVS_OK)
 			break;
-		if (s->framing == KVS_FRAMING_TYPED && v)
-			v--;
+		prev_vh = vh;
+		v = s->framing == KVS_FRAMING_TYPED && vh ? vh - 1 : vh;
 		if (v > (uint64_t)(end - p)) {
 			st = KVS_E_CORRUPT;
 			break;

@@ -201,6 +201,7 @@ struct kvs_cursor {
 	uint64_t ordinal;    /* current record; seg->records at the end */
 	uint64_t rec_start;  /* byte profile: offset of the current record */
 	uint64_t next_off;   /* byte profile: offset after the current record */
+	uint64_t prev_vh;    /* byte profile: the current value header */
 	kvs_bitreader br;    /* bit profile: positioned after the record */
 	uint64_t prev_lcp, prev_keylen, prev_vallen; /* bit field states */
 

@@ -468,7 +468,7 @@ kvs_status kvs_segment_verify(kvs_segment *s, kvs_error *err)
 				uint64_t stored_lcp;
 				kvs_varint_get(&p, s->stream + s->stream_len,
 				               &stored_lcp);
-				stored_lcp >>= 1; /* lcp * 2 + changed */
+				stored_lcp >>= 2; /* FORMAT.md §6.1 */
 				if (stored_lcp != lcp / 8) {
 					st = BAD("record %" PRIu64
 					         ": LCP %" PRIu64

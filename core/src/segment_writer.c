@@ -44,6 +44,7 @@ struct kvs_writer {
 	uint8_t *prev_key;
 	uint64_t prev_bits;
 	uint64_t prev_lcp, prev_keylen, prev_vallen; /* field states */
+	uint64_t prev_vh; /* byte profile: the last value header */
 	uint8_t *first_key;
 	uint64_t first_bits;
 
@@ -286,22 +287,24 @@ static kvs_status add_byte_record(kvs_writer *w, const uint8_t *key,
 		return KVS_E_NOMEM;
 	uint8_t *p = w->buf + w->buf_len;
 	uint64_t prev_len = w->prev_bits / 8; /* before this record */
-	if (restart) {
+	uint64_t vh = w->opt.framing == KVS_FRAMING_RAW ? value_len
+	              : kind == KVS_KIND_TOMBSTONE     ? 0
+	                                               : (uint64_t)value_len + 1;
+	bool vh_changed = restart || vh != w->prev_vh;
+	if (restart) { /* FORMAT.md §6.1 */
 		p += kvs_varint_put(p, key_len);
-	} else if (key_len == prev_len) { /* FORMAT.md §6.1 */
-		p += kvs_varint_put(p, lcp << 1);
 	} else {
-		p += kvs_varint_put(p, lcp << 1 | 1);
-		p += kvs_varint_put(p, seg_zigzag(key_len, prev_len));
+		bool key_changed = key_len != prev_len;
+		p += kvs_varint_put(p, lcp << 2 | (uint64_t)key_changed << 1 |
+		                           vh_changed);
+		if (key_changed)
+			p += kvs_varint_put(p, seg_zigzag(key_len, prev_len));
 	}
 	memcpy(p, key + lcp, key_len - lcp);
 	p += key_len - lcp;
-	if (w->opt.framing == KVS_FRAMING_TYPED)
-		p += kvs_varint_put(p, kind == KVS_KIND_TOMBSTONE
-		                           ? 0
-		                           : (uint64_t)value_len + 1);
-	else
-		p += kvs_varint_put(p, value_len);
+	if (vh_changed)
+		p += kvs_varint_put(p, vh);
+	w->prev_vh = vh;
 	if (kind == KVS_KIND_VALUE && value_len) {
 		memcpy(p, value, value_len);
 		p += value_len;
