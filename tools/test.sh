@@ -40,11 +40,15 @@ corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 build-fuzz/tests/fuzz/fuzz_segment_seeds "$corpus"
 mkdir -p build-fuzz/fuzz-artifacts
+# libFuzzer's progress lines go to a log; its final statistics are shown.
 if ! build-fuzz/tests/fuzz/fuzz_segment -max_total_time=60 -timeout=10 \
 	-artifact_prefix=build-fuzz/fuzz-artifacts/ -print_final_stats=1 \
-	"$corpus"; then
+	"$corpus" >build-fuzz/fuzz.log 2>&1; then
+	tail -n 60 build-fuzz/fuzz.log >&2
 	echo "fuzz_segment failed; the input is in build-fuzz/fuzz-artifacts/" >&2
 	exit 1
 fi
+grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)' \
+	build-fuzz/fuzz.log || true
 
 echo "== all tests passed (release and sanitizer builds, 60 s of fuzzing)"
