@@ -52,6 +52,7 @@
 #include "kvseg/segment.h"
 
 #include "bench_gen.h"
+#include "bench_kvseg.h"
 #include "harness.h"
 
 #define FIXTURES            6
@@ -83,15 +84,6 @@ typedef struct candidate {
 
 static int framing_raw;
 static unsigned restart_interval = KVS_DEFAULT_RESTART_INTERVAL;
-
-static void check(kvs_status st, const kvs_error *err, const char *what)
-{
-	if (st == KVS_OK)
-		return;
-	if (err != NULL && err->message[0] != '\0')
-		bench_fail("%s: %s (%s)", what, err->message, kvs_strerror(st));
-	bench_fail("%s: %s", what, kvs_strerror(st));
-}
 
 /* ---- the fields' values, from FORMAT.md §6.2 ----------------------------- */
 
@@ -212,30 +204,13 @@ static kvs_status write_fixture(const fixture *x,
 	const bench_seg_data *d = &x->d;
 	kvs_error err;
 	memset(&err, 0, sizeof err);
-	kvs_writer *w = NULL;
-	kvs_status st = kvs_writer_open(&w, path, &opt, &err);
-	for (size_t i = 0; st == KVS_OK && i < d->n; i++) {
-		size_t len;
-		const uint8_t *v = bench_seg_value(d, i, &len);
-		kvs_kind kind = !framing_raw && d->tombstone[i]
-		                    ? KVS_KIND_TOMBSTONE
-		                    : KVS_KIND_VALUE;
-		st = kvs_writer_add_bytes(w, bench_seg_key(d, i), d->key_len,
-		                          kind, v, len, &err);
-	}
-	if (st == KVS_OK)
-		st = kvs_writer_finish(w, &err);
-	kvs_writer_free(w);
+	kvs_status st = bench_kvs_write(path, d, &opt, &err);
 	if (st != KVS_OK) {
 		unlink(path);
 		return st;
 	}
 
-	kvs_segment *seg = NULL;
-	check(kvs_segment_open(&seg, path, &err), &err, "kvs_segment_open");
-	check(kvs_segment_verify(seg, &err), &err, "kvs_segment_verify");
-	kvs_segment_info_get(seg, info);
-	kvs_segment_unref(seg);
+	bench_kvs_verified_info(path, info);
 	unlink(path);
 	if (info->records != d->n)
 		bench_fail("%s: %llu records, not %zu", x->name,
@@ -267,8 +242,8 @@ static size_t make_candidates(candidate *out)
 			    KVS_CODE_FIXED, (uint8_t)w, (uint8_t)delta};
 	}
 	for (size_t i = 0; i < n; i++) {
-		check(kvs_code_spec_check(&out[i].spec), NULL,
-		      "kvs_code_spec_check");
+		bench_kvs_check(kvs_code_spec_check(&out[i].spec), NULL,
+		                "kvs_code_spec_check");
 		kvs_code_spec_format(&out[i].spec, out[i].name);
 	}
 	return n;
@@ -553,9 +528,10 @@ int main(int argc, char **argv)
 	        names[1][2]);
 	for (int x = 0; x < FIXTURES; x++) {
 		kvs_segment_info a, b;
-		check(write_fixture(&fx[x], best, &a), NULL, "proposed codes");
-		check(write_fixture(&fx[x], defaults, &b), NULL,
-		      "default codes");
+		bench_kvs_check(write_fixture(&fx[x], best, &a), NULL,
+		                "proposed codes");
+		bench_kvs_check(write_fixture(&fx[x], defaults, &b), NULL,
+		                "default codes");
 		double n = (double)fx[x].d.n;
 		fprintf(stderr, "| %s | %zu | %.3f | %.3f | %.3f | %.3f |\n",
 		        fx[x].name, fx[x].d.n, (double)a.stream_bits / n,

@@ -5,7 +5,8 @@
  * sequence and the same queries, and the segment fixtures (records, probe
  * keys and the checksums a scan or lookup must reproduce), so that
  * bench_segment, its RocksDB and LMDB peers, bench_sizes and bench_codesel
- * all see exactly the same records.
+ * all see exactly the same records; also the command line of bench_segment
+ * and its peers and the check of each timed pass against those checksums.
  */
 #ifndef SEGFS_BENCH_GEN_H
 #define SEGFS_BENCH_GEN_H
@@ -301,6 +302,35 @@ static inline const char *const *bench_seg_workloads(int with_frames)
 		list[k++] = lookups[i];
 	list[k] = NULL;
 	return list;
+}
+
+/*
+ * The command line of bench_segment and its peers: bench_parse with the
+ * workloads of bench_seg_workloads(with_frames) and the program's variants,
+ * then the workload it names in *w.
+ */
+static inline void bench_seg_parse(bench_opts *o, bench_seg_workload *w,
+                                   int argc, char **argv, int with_frames,
+                                   const char *const *variants)
+{
+	bench_parse(o, argc, argv, "segment", bench_seg_workloads(with_frames),
+	            variants);
+	if (!bench_seg_parse_workload(o->workload, w))
+		bench_fail("cannot parse workload %s", o->workload);
+}
+
+/* After a timed pass of bench_segment or a peer: fails unless it gave the
+ * expected checksum and count, then sinks the checksum. */
+static inline void bench_seg_expect(uint64_t sum, uint64_t count,
+                                    uint64_t expected, uint64_t expected_count)
+{
+	if (sum != expected || count != expected_count)
+		bench_fail("a timed pass gave checksum %llu and count %llu, "
+		           "not %llu and %llu",
+		           (unsigned long long)sum, (unsigned long long)count,
+		           (unsigned long long)expected,
+		           (unsigned long long)expected_count);
+	bench_sink(sum);
 }
 
 /*

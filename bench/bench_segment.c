@@ -38,54 +38,12 @@
 #include "kvseg/segment.h"
 
 #include "bench_gen.h"
+#include "bench_kvseg.h"
 #include "harness.h"
 
 static const char *const variant_names[] = {
     "typed-byte", "raw-byte", "typed-bit", "raw-bit", NULL,
 };
-
-static void check(kvs_status st, const kvs_error *err, const char *what)
-{
-	if (st == KVS_OK)
-		return;
-	if (err != NULL && err->message[0] != '\0')
-		bench_fail("%s: %s (%s)", what, err->message, kvs_strerror(st));
-	bench_fail("%s: %s", what, kvs_strerror(st));
-}
-
-static kvs_writer_options mode_options(const char *variant)
-{
-	kvs_writer_options opt;
-	memset(&opt, 0, sizeof opt);
-	opt.profile =
-	    strstr(variant, "-bit") ? KVS_PROFILE_BIT : KVS_PROFILE_BYTE;
-	opt.framing = strncmp(variant, "raw-", 4) == 0 ? KVS_FRAMING_RAW
-	                                               : KVS_FRAMING_TYPED;
-	opt.flags = KVS_WRITER_NO_SYNC;
-	return opt;
-}
-
-/* Writes every record of d; returns the status of the first failure. Used
- * both untimed (the fixture) and timed (build). */
-static kvs_status write_segment(const char *path, const bench_seg_data *d,
-                                const kvs_writer_options *opt, kvs_error *err)
-{
-	int typed = opt->framing == KVS_FRAMING_TYPED;
-	kvs_writer *w = NULL;
-	kvs_status st = kvs_writer_open(&w, path, opt, err);
-	for (size_t i = 0; st == KVS_OK && i < d->n; i++) {
-		size_t len;
-		const uint8_t *v = bench_seg_value(d, i, &len);
-		kvs_kind kind = typed && d->tombstone[i] ? KVS_KIND_TOMBSTONE
-		                                         : KVS_KIND_VALUE;
-		st = kvs_writer_add_bytes(w, bench_seg_key(d, i), d->key_len,
-		                          kind, v, len, err);
-	}
-	if (st == KVS_OK)
-		st = kvs_writer_finish(w, err);
-	kvs_writer_free(w);
-	return st;
-}
 
 /* ---- checks against the generator's records, before any timing ---------- */
 
@@ -93,40 +51,23 @@ static void verify_segment(kvs_segment *seg, const bench_seg_data *d, int typed)
 {
 	kvs_error err;
 	memset(&err, 0, sizeof err);
-	check(kvs_segment_verify(seg, &err), &err, "kvs_segment_verify");
+	bench_kvs_check(kvs_segment_verify(seg, &err), &err,
+	                "kvs_segment_verify");
 
 	kvs_segment_info info;
 	kvs_segment_info_get(seg, &info);
-	uint64_t tombstones = typed ? d->tombstones : 0;
-	if (info.records != d->n || info.tombstones != tombstones ||
-	    info.key_bits != 8 * (uint64_t)d->key_len * d->n ||
-	    info.value_bytes != d->value_bytes)
-		bench_fail(
-		    "segment info: %llu records, %llu tombstones, %llu "
-		    "key bits, %llu value bytes; expected %zu, %llu, "
-		    "%llu, %llu",
-		    (unsigned long long)info.records,
-		    (unsigned long long)info.tombstones,
-		    (unsigned long long)info.key_bits,
-		    (unsigned long long)info.value_bytes, d->n,
-		    (unsigned long long)tombstones,
-		    (unsigned long long)(8 * (uint64_t)d->key_len * d->n),
-		    (unsigned long long)d->value_bytes);
-	if (info.stream_bytes + info.ef_bytes + info.fence_bytes +
-	        info.other_bytes !=
-	    info.file_bytes)
-		bench_fail("space components do not sum to the file size");
+	bench_kvs_check_info(&info, d, typed, "segment info");
 
 	uint64_t frames = 0;
-	check(kvs_segment_scan_frames(seg, &frames), NULL,
-	      "kvs_segment_scan_frames");
+	bench_kvs_check(kvs_segment_scan_frames(seg, &frames), NULL,
+	                "kvs_segment_scan_frames");
 	if (frames != d->n)
 		bench_fail("kvs_segment_scan_frames saw %llu records, not %zu",
 		           (unsigned long long)frames, d->n);
 
 	kvs_cursor *c = NULL;
-	check(kvs_cursor_open(&c, seg), NULL, "kvs_cursor_open");
-	check(kvs_cursor_first(c), NULL, "kvs_cursor_first");
+	bench_kvs_check(kvs_cursor_open(&c, seg), NULL, "kvs_cursor_open");
+	bench_kvs_check(kvs_cursor_first(c), NULL, "kvs_cursor_first");
 	for (size_t i = 0; i < d->n; i++) {
 		uint64_t bits;
 		size_t len, got_len;
@@ -145,11 +86,11 @@ static void verify_segment(kvs_segment *seg, const bench_seg_data *d, int typed)
 		if (kvs_cursor_value_len(c) != len)
 			bench_fail("record %zu: kvs_cursor_value_len is wrong",
 			           i);
-		check(kvs_cursor_value(c, &got, &got_len), NULL,
-		      "kvs_cursor_value");
+		bench_kvs_check(kvs_cursor_value(c, &got, &got_len), NULL,
+		                "kvs_cursor_value");
 		if (got_len != len || (len && memcmp(got, want, len) != 0))
 			bench_fail("record %zu has the wrong value", i);
-		check(kvs_cursor_next(c), NULL, "kvs_cursor_next");
+		bench_kvs_check(kvs_cursor_next(c), NULL, "kvs_cursor_next");
 	}
 	if (kvs_cursor_valid(c) || kvs_cursor_ordinal(c) != d->n)
 		bench_fail("the cursor did not end after %zu records", d->n);
@@ -164,8 +105,9 @@ static void verify_lookups(kvs_cursor *c, const bench_seg_data *d,
 	for (size_t j = 0; j < q; j++) {
 		const uint8_t *p = probes + j * d->key_len;
 		bool found = false;
-		check(kvs_cursor_lookup_bytes(c, p, d->key_len, &found), NULL,
-		      "kvs_cursor_lookup_bytes");
+		bench_kvs_check(
+		    kvs_cursor_lookup_bytes(c, p, d->key_len, &found), NULL,
+		    "kvs_cursor_lookup_bytes");
 		size_t i = bench_seg_find(d, p);
 		if (found != (i != d->n))
 			bench_fail("probe %zu: found is %d", j, (int)found);
@@ -191,8 +133,8 @@ static void verify_lookups(kvs_cursor *c, const bench_seg_data *d,
 		size_t len, got_len;
 		const uint8_t *want = bench_seg_value(d, i, &len);
 		const uint8_t *got = NULL;
-		check(kvs_cursor_value(c, &got, &got_len), NULL,
-		      "kvs_cursor_value");
+		bench_kvs_check(kvs_cursor_value(c, &got, &got_len), NULL,
+		                "kvs_cursor_value");
 		if (kvs_cursor_ordinal(c) != i || got_len != len ||
 		    (len && memcmp(got, want, len) != 0))
 			bench_fail("probe %zu: wrong record or value", j);
@@ -219,17 +161,6 @@ static double per(uint64_t t0, uint64_t t1, uint64_t ops)
 	return (double)(t1 - t0) / (double)ops;
 }
 
-static void expect(const run *r, uint64_t sum, uint64_t count)
-{
-	if (sum != r->expected || count != r->count)
-		bench_fail("a timed pass gave checksum %llu and count %llu, "
-		           "not %llu and %llu",
-		           (unsigned long long)sum, (unsigned long long)count,
-		           (unsigned long long)r->expected,
-		           (unsigned long long)r->count);
-	bench_sink(sum);
-}
-
 static double observe_frames(void *ctx)
 {
 	const run *r = ctx;
@@ -237,55 +168,50 @@ static double observe_frames(void *ctx)
 	uint64_t t0 = bench_now_ns();
 	kvs_status st = kvs_segment_scan_frames(r->seg, &records);
 	uint64_t t1 = bench_now_ns();
-	check(st, NULL, "kvs_segment_scan_frames");
-	expect(r, 0, records);
+	bench_kvs_check(st, NULL, "kvs_segment_scan_frames");
+	bench_seg_expect(0, records, r->expected, r->count);
+	return per(t0, t1, r->d->n);
+}
+
+/* A full cursor scan adding every key's term to the checksum, and with
+ * values every value's term too. Always inlined, so that each observer's
+ * timed loop is compiled for its constant values (no test per record). */
+static inline __attribute__((always_inline)) double scan(const run *r,
+                                                         int values)
+{
+	kvs_cursor *c = r->cursor;
+	uint64_t sum = 0, count = 0;
+	uint64_t t0 = bench_now_ns();
+	kvs_status st = kvs_cursor_first(c);
+	while (st == KVS_OK && kvs_cursor_valid(c)) {
+		uint64_t bits;
+		const uint8_t *key = kvs_cursor_key(c, &bits);
+		sum += bench_seg_key_term(key, bits);
+		if (values) {
+			const uint8_t *value = NULL;
+			size_t len = 0;
+			st = kvs_cursor_value(c, &value, &len);
+			if (st != KVS_OK)
+				break;
+			sum += bench_seg_value_term(value, len);
+		}
+		count++;
+		st = kvs_cursor_next(c);
+	}
+	uint64_t t1 = bench_now_ns();
+	bench_kvs_check(st, NULL, values ? "records scan" : "cursor scan");
+	bench_seg_expect(sum, count, r->expected, r->count);
 	return per(t0, t1, r->d->n);
 }
 
 static double observe_cursor(void *ctx)
 {
-	const run *r = ctx;
-	kvs_cursor *c = r->cursor;
-	uint64_t sum = 0, count = 0;
-	uint64_t t0 = bench_now_ns();
-	kvs_status st = kvs_cursor_first(c);
-	while (st == KVS_OK && kvs_cursor_valid(c)) {
-		uint64_t bits;
-		const uint8_t *key = kvs_cursor_key(c, &bits);
-		sum += bench_seg_key_term(key, bits);
-		count++;
-		st = kvs_cursor_next(c);
-	}
-	uint64_t t1 = bench_now_ns();
-	check(st, NULL, "cursor scan");
-	expect(r, sum, count);
-	return per(t0, t1, r->d->n);
+	return scan(ctx, 0);
 }
 
 static double observe_records(void *ctx)
 {
-	const run *r = ctx;
-	kvs_cursor *c = r->cursor;
-	uint64_t sum = 0, count = 0;
-	uint64_t t0 = bench_now_ns();
-	kvs_status st = kvs_cursor_first(c);
-	while (st == KVS_OK && kvs_cursor_valid(c)) {
-		uint64_t bits;
-		const uint8_t *key = kvs_cursor_key(c, &bits);
-		const uint8_t *value = NULL;
-		size_t len = 0;
-		sum += bench_seg_key_term(key, bits);
-		st = kvs_cursor_value(c, &value, &len);
-		if (st != KVS_OK)
-			break;
-		sum += bench_seg_value_term(value, len);
-		count++;
-		st = kvs_cursor_next(c);
-	}
-	uint64_t t1 = bench_now_ns();
-	check(st, NULL, "records scan");
-	expect(r, sum, count);
-	return per(t0, t1, r->d->n);
+	return scan(ctx, 1);
 }
 
 static double observe_lookup(void *ctx)
@@ -309,8 +235,8 @@ static double observe_lookup(void *ctx)
 		}
 	}
 	uint64_t t1 = bench_now_ns();
-	check(st, NULL, "lookups");
-	expect(r, sum, found_count);
+	bench_kvs_check(st, NULL, "lookups");
+	bench_seg_expect(sum, found_count, r->expected, r->count);
 	return per(t0, t1, r->q);
 }
 
@@ -320,9 +246,9 @@ static double observe_build(void *ctx)
 	kvs_error err;
 	memset(&err, 0, sizeof err);
 	uint64_t t0 = bench_now_ns();
-	kvs_status st = write_segment(r->build_path, r->d, r->opt, &err);
+	kvs_status st = bench_kvs_write(r->build_path, r->d, r->opt, &err);
 	uint64_t t1 = bench_now_ns();
-	check(st, &err, "building the segment");
+	bench_kvs_check(st, &err, "building the segment");
 	struct stat sb;
 	if (stat(r->build_path, &sb) != 0 || sb.st_size != r->build_size)
 		bench_fail("the built segment is not the verified one's size");
@@ -334,12 +260,9 @@ static double observe_build(void *ctx)
 int main(int argc, char **argv)
 {
 	bench_opts o;
-	bench_parse(&o, argc, argv, "segment", bench_seg_workloads(1),
-	            variant_names);
 	bench_seg_workload w;
-	if (!bench_seg_parse_workload(o.workload, &w))
-		bench_fail("cannot parse workload %s", o.workload);
-	kvs_writer_options opt = mode_options(o.variant);
+	bench_seg_parse(&o, &w, argc, argv, 1, variant_names);
+	kvs_writer_options opt = bench_kvs_mode_options(o.variant);
 	int typed = opt.framing == KVS_FRAMING_TYPED;
 
 	bench_seg_data d;
@@ -350,10 +273,11 @@ int main(int argc, char **argv)
 	snprintf(build_path, sizeof build_path, "%s/build", bench_tmpdir());
 	kvs_error err;
 	memset(&err, 0, sizeof err);
-	check(write_segment(seg_path, &d, &opt, &err), &err,
-	      "writing the fixture");
+	bench_kvs_check(bench_kvs_write(seg_path, &d, &opt, &err), &err,
+	                "writing the fixture");
 	kvs_segment *seg = NULL;
-	check(kvs_segment_open(&seg, seg_path, &err), &err, "kvs_segment_open");
+	bench_kvs_check(kvs_segment_open(&seg, seg_path, &err), &err,
+	                "kvs_segment_open");
 	verify_segment(seg, &d, typed);
 
 	run r;
@@ -361,7 +285,8 @@ int main(int argc, char **argv)
 	r.d = &d;
 	r.seg = seg;
 	r.opt = &opt;
-	check(kvs_cursor_open(&r.cursor, seg), NULL, "kvs_cursor_open");
+	bench_kvs_check(kvs_cursor_open(&r.cursor, seg), NULL,
+	                "kvs_cursor_open");
 
 	double (*fn)(void *) = NULL;
 	if (strcmp(w.op, "frames") == 0) {

@@ -150,17 +150,6 @@ typedef struct run {
 	uint64_t count;
 } run;
 
-static void expect(const run *r, uint64_t sum, uint64_t count)
-{
-	if (sum != r->expected || count != r->count)
-		bench_fail("a timed pass gave checksum %llu and count %llu, "
-		           "not %llu and %llu",
-		           (unsigned long long)sum, (unsigned long long)count,
-		           (unsigned long long)r->expected,
-		           (unsigned long long)r->count);
-	bench_sink(sum);
-}
-
 static double scan(const run *r, int values)
 {
 	MDB_val k, v;
@@ -179,7 +168,7 @@ static double scan(const run *r, int values)
 	uint64_t t1 = bench_now_ns();
 	if (rc != MDB_NOTFOUND)
 		bench_fail("scan: %s", mdb_strerror(rc));
-	expect(r, sum, count);
+	bench_seg_expect(sum, count, r->expected, r->count);
 	return (double)(t1 - t0) / (double)r->d->n;
 }
 
@@ -215,7 +204,7 @@ static double observe_lookup(void *ctx)
 	uint64_t t1 = bench_now_ns();
 	if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND)
 		bench_fail("mdb_get: %s", mdb_strerror(rc));
-	expect(r, sum, found);
+	bench_seg_expect(sum, found, r->expected, r->count);
 	return (double)(t1 - t0) / (double)r->q;
 }
 
@@ -262,11 +251,8 @@ int main(int argc, char **argv)
 		return sizes(argc >= 3 && strcmp(argv[2], "--tombstones") == 0);
 
 	bench_opts o;
-	bench_parse(&o, argc, argv, "segment", bench_seg_workloads(0),
-	            variant_names);
 	bench_seg_workload w;
-	if (!bench_seg_parse_workload(o.workload, &w))
-		bench_fail("cannot parse workload %s", o.workload);
+	bench_seg_parse(&o, &w, argc, argv, 0, variant_names);
 
 	bench_seg_data d;
 	bench_seg_make(&d, w.spec);

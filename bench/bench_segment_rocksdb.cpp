@@ -256,17 +256,6 @@ struct run {
 	uint64_t count = 0;
 };
 
-void expect(const run &r, uint64_t sum, uint64_t count)
-{
-	if (sum != r.expected || count != r.count)
-		bench_fail("a timed pass gave checksum %llu and count %llu, "
-		           "not %llu and %llu",
-		           (unsigned long long)sum, (unsigned long long)count,
-		           (unsigned long long)r.expected,
-		           (unsigned long long)r.count);
-	bench_sink(sum);
-}
-
 double scan(const run &r, bool values)
 {
 	rocksdb::Iterator *it = r.it;
@@ -283,7 +272,7 @@ double scan(const run &r, bool values)
 	}
 	uint64_t t1 = bench_now_ns();
 	rcheck(it->status(), "iterator");
-	expect(r, sum, count);
+	bench_seg_expect(sum, count, r.expected, r.count);
 	return static_cast<double>(t1 - t0) / static_cast<double>(r.d->n);
 }
 
@@ -326,7 +315,7 @@ double observe_lookup(void *ctx)
 	}
 	uint64_t t1 = bench_now_ns();
 	rcheck(bad, "DB::Get");
-	expect(r, sum, found);
+	bench_seg_expect(sum, found, r.expected, r.count);
 	return static_cast<double>(t1 - t0) / static_cast<double>(r.q);
 }
 
@@ -373,11 +362,8 @@ int bench_main(int argc, char **argv)
 		             std::strcmp(argv[2], "--tombstones") == 0);
 
 	bench_opts o;
-	bench_parse(&o, argc, argv, "segment", bench_seg_workloads(0),
-	            variant_names);
 	bench_seg_workload w;
-	if (!bench_seg_parse_workload(o.workload, &w))
-		bench_fail("cannot parse workload %s", o.workload);
+	bench_seg_parse(&o, &w, argc, argv, 0, variant_names);
 
 	bench_seg_data d;
 	bench_seg_make(&d, w.spec);

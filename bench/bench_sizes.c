@@ -32,6 +32,7 @@
 #include "kvseg/segment.h"
 
 #include "bench_gen.h"
+#include "bench_kvseg.h"
 #include "harness.h"
 
 #ifndef BENCH_SIZES_ROCKSDB
@@ -105,63 +106,19 @@ typedef struct cell_result {
 	long long rocksdb, lmdb; /* -1: not measured */
 } cell_result;
 
-static void check(kvs_status st, const kvs_error *err, const char *what)
-{
-	if (st == KVS_OK)
-		return;
-	if (err != NULL && err->message[0] != '\0')
-		bench_fail("%s: %s (%s)", what, err->message, kvs_strerror(st));
-	bench_fail("%s: %s", what, kvs_strerror(st));
-}
-
 static void measure(const bench_seg_data *d, size_t mode, const char *path,
                     kvs_segment_info *info)
 {
-	kvs_writer_options opt;
-	memset(&opt, 0, sizeof opt);
-	opt.profile = strstr(mode_names[mode], "-bit") ? KVS_PROFILE_BIT
-	                                               : KVS_PROFILE_BYTE;
-	opt.framing = strncmp(mode_names[mode], "raw-", 4) == 0
-	                  ? KVS_FRAMING_RAW
-	                  : KVS_FRAMING_TYPED;
-	opt.flags = KVS_WRITER_NO_SYNC;
-	int typed = opt.framing == KVS_FRAMING_TYPED;
-
+	kvs_writer_options opt = bench_kvs_mode_options(mode_names[mode]);
 	kvs_error err;
 	memset(&err, 0, sizeof err);
-	kvs_writer *w = NULL;
-	check(kvs_writer_open(&w, path, &opt, &err), &err, "kvs_writer_open");
-	for (size_t i = 0; i < d->n; i++) {
-		size_t len;
-		const uint8_t *v = bench_seg_value(d, i, &len);
-		kvs_kind kind = typed && d->tombstone[i] ? KVS_KIND_TOMBSTONE
-		                                         : KVS_KIND_VALUE;
-		check(kvs_writer_add_bytes(w, bench_seg_key(d, i), d->key_len,
-		                           kind, v, len, &err),
-		      &err, "kvs_writer_add_bytes");
-	}
-	check(kvs_writer_finish(w, &err), &err, "kvs_writer_finish");
-	kvs_writer_free(w);
-
-	kvs_segment *seg = NULL;
-	check(kvs_segment_open(&seg, path, &err), &err, "kvs_segment_open");
-	check(kvs_segment_verify(seg, &err), &err, "kvs_segment_verify");
-	kvs_segment_info_get(seg, info);
-	kvs_segment_unref(seg);
+	bench_kvs_check(bench_kvs_write(path, d, &opt, &err), &err,
+	                "writing the segment");
+	bench_kvs_verified_info(path, info);
 	if (unlink(path) != 0)
 		bench_fail("cannot remove %s", path);
-	if (info->records != d->n ||
-	    info->tombstones != (typed ? d->tombstones : 0) ||
-	    info->value_bytes != d->value_bytes ||
-	    info->key_bits != 8 * (uint64_t)d->key_len * d->n)
-		bench_fail("%s: the segment's totals are not the records'",
-		           mode_names[mode]);
-	if (info->stream_bytes + info->ef_bytes + info->fence_bytes +
-	        info->other_bytes !=
-	    info->file_bytes)
-		bench_fail("%s: the space components do not sum to the file "
-		           "size",
-		           mode_names[mode]);
+	bench_kvs_check_info(info, d, opt.framing == KVS_FRAMING_TYPED,
+	                     mode_names[mode]);
 }
 
 /* Runs PROGRAM --sizes and stores each cell's bytes through the offset. */

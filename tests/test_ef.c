@@ -60,29 +60,6 @@ static test_rng g_rng;
 static const char *g_seq = "";  /* the sequence under test, for messages */
 static const char *g_mode = ""; /* "portable" or "accelerated" */
 
-#define EXPECT_U64(got, want, ...)                                             \
-	do {                                                                   \
-		uint64_t got_ = (got), want_ = (want);                         \
-		if (got_ != want_) {                                           \
-			print_error("got %" PRIu64 " (0x%" PRIx64              \
-			            "), expected %" PRIu64 " (0x%" PRIx64      \
-			            "): ",                                     \
-			            got_, got_, want_, want_);                 \
-			FAILF(__VA_ARGS__);                                    \
-		}                                                              \
-	} while (0)
-
-#define EXPECT_ST(got, want, ...)                                              \
-	do {                                                                   \
-		kvs_status got_ = (got), want_ = (want);                       \
-		if (got_ != want_) {                                           \
-			print_error(                                           \
-			    "got %s, expected %s: ", test_status_name(got_),   \
-			    test_status_name(want_));                          \
-			FAILF(__VA_ARGS__);                                    \
-		}                                                              \
-	} while (0)
-
 #define EXPECT_NOT_OK(got, ...)                                                \
 	do {                                                                   \
 		if ((got) == KVS_OK) {                                         \

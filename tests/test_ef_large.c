@@ -63,16 +63,6 @@ static uint64_t f_low1(uint64_t i)
 static const char *g_seq = "";
 static const char *g_mode = "";
 
-#define EXPECT_U64(got, want, ...)                                             \
-	do {                                                                   \
-		uint64_t got_ = (got), want_ = (want);                         \
-		if (got_ != want_) {                                           \
-			print_error("got %" PRIu64 ", expected %" PRIu64 ": ", \
-			            got_, want_);                              \
-			FAILF(__VA_ARGS__);                                    \
-		}                                                              \
-	} while (0)
-
 static double now(void)
 {
 	struct timespec t;

@@ -95,27 +95,6 @@ static char g_case[256];
 static char g_mode_buf[96];
 static char g_tmp[PATH_MAX]; /* this run's temporary directory */
 
-#define EXPECT_U64(got, want, ...)                                             \
-	do {                                                                   \
-		uint64_t got_ = (got), want_ = (want);                         \
-		if (got_ != want_) {                                           \
-			print_error("got %" PRIu64 ", expected %" PRIu64 ": ", \
-			            got_, want_);                              \
-			FAILF(__VA_ARGS__);                                    \
-		}                                                              \
-	} while (0)
-
-#define EXPECT_ST(got, want, ...)                                              \
-	do {                                                                   \
-		kvs_status got_ = (got), want_ = (want);                       \
-		if (got_ != want_) {                                           \
-			print_error(                                           \
-			    "got %s, expected %s: ", test_status_name(got_),   \
-			    test_status_name(want_));                          \
-			FAILF(__VA_ARGS__);                                    \
-		}                                                              \
-	} while (0)
-
 /* A failed call must say why: a status in err and a message. */
 #define EXPECT_ERR(st, err, ...)                                               \
 	do {                                                                   \

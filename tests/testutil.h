@@ -11,7 +11,8 @@
  *  - reporting on top of cmocka: test_status_name (a kvs_status as the
  *    name of its constant), CHECK / CHECK_ST (fail with the condition or
  *    the two statuses plus a printf-style context), FAILF (fail with the
- *    file's g_seq / g_mode in front), ULL and U64MAX;
+ *    file's g_seq / g_mode in front), EXPECT_U64 / EXPECT_ST (compare two
+ *    values or statuses, and FAILF with both), ULL and U64MAX;
  *  - naive bit models written from the format contracts, never from
  *    libkvseg: MSB-first bit arrays (test_msb_bit_at / _set, and
  *    test_bitvec, one byte per bit), and the Elias-Fano layout formula
@@ -25,6 +26,7 @@
 #ifndef SEGFS_TESTUTIL_H
 #define SEGFS_TESTUTIL_H
 
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -206,6 +208,33 @@ static inline const char *test_status_name(kvs_status s)
 		print_error(__VA_ARGS__);                                      \
 		print_error("\n");                                             \
 		fail();                                                        \
+	} while (0)
+
+/* EXPECT_U64(got, want, fmt, ...): on failure print both values (decimal
+ * and hex), then FAILF(fmt, ...). */
+#define EXPECT_U64(got, want, ...)                                             \
+	do {                                                                   \
+		uint64_t got_ = (got), want_ = (want);                         \
+		if (got_ != want_) {                                           \
+			print_error("got %" PRIu64 " (0x%" PRIx64              \
+			            "), expected %" PRIu64 " (0x%" PRIx64      \
+			            "): ",                                     \
+			            got_, got_, want_, want_);                 \
+			FAILF(__VA_ARGS__);                                    \
+		}                                                              \
+	} while (0)
+
+/* EXPECT_ST(got, want, fmt, ...): on failure print both status names, then
+ * FAILF(fmt, ...). */
+#define EXPECT_ST(got, want, ...)                                              \
+	do {                                                                   \
+		kvs_status got_ = (got), want_ = (want);                       \
+		if (got_ != want_) {                                           \
+			print_error(                                           \
+			    "got %s, expected %s: ", test_status_name(got_),   \
+			    test_status_name(want_));                          \
+			FAILF(__VA_ARGS__);                                    \
+		}                                                              \
 	} while (0)
 
 /* ---- MSB-first bit arrays ------------------------------------------------ */

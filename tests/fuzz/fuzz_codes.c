@@ -14,17 +14,11 @@
 
 #include "kvseg/codes.h"
 
-static void check(int ok)
-{
-	if (!ok)
-		abort();
-}
+#include "fuzz_util.h"
 
 static const uint64_t moduli[] = {
     1,         2, 3, 7, 8, 100, (1u << 20) + 1, 1ull << 32, (1ull << 63) + 1,
     UINT64_MAX};
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -33,10 +27,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	unsigned sel = data[0], start = data[1] & 7;
 	const uint8_t *payload = data + 2;
 	size_t len = size - 2;
-	uint8_t *buf = malloc(len ? len : 1);
+	uint8_t *buf = fuzz_copy(payload, len);
 	if (!buf)
 		return 0;
-	memcpy(buf, payload, len);
 	if (len * 8 < start) {
 		free(buf);
 		return 0;

@@ -13,23 +13,16 @@
 
 #include "kvseg/ef.h"
 
+#include "fuzz_util.h"
+
 #define MAX_WALK 100000 /* elements walked per input */
-
-static void check(int ok)
-{
-	if (!ok)
-		abort();
-}
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	/* An exact-size heap copy, so reading past the end is caught. */
-	uint8_t *buf = malloc(size ? size : 1);
+	uint8_t *buf = fuzz_copy(data, size);
 	if (!buf)
 		return 0;
-	memcpy(buf, data, size);
 	kvs_ef ef;
 	if (kvs_ef_open(&ef, buf, size) != KVS_OK) {
 		free(buf);

@@ -23,15 +23,11 @@
 #include "kvseg/crc32c.h"
 #include "kvseg/segment.h"
 
+#include "fuzz_util.h"
+
 #define MAX_WALK  (1u << 20) /* records walked per input */
 #define MAX_SAVED 8          /* keys kept from the walk */
 #define MAX_PROBE 64         /* bytes of a key cut from the input */
-
-static void check(int ok)
-{
-	if (!ok)
-		abort();
-}
 
 static volatile unsigned sink;
 
@@ -273,15 +269,12 @@ static bool fix_crcs(uint8_t *f, size_t size)
 	return true;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	/* An exact-size heap copy, so reading past the end is caught. */
-	uint8_t *buf = malloc(size ? size : 1);
+	uint8_t *buf = fuzz_copy(data, size);
 	if (!buf)
 		return 0;
-	memcpy(buf, data, size);
 	exercise(buf, size, data);
 	memcpy(buf, data, size);
 	if (fix_crcs(buf, size) && memcmp(buf, data, size) != 0)
