@@ -167,6 +167,10 @@ static inline const char *test_status_name(kvs_status s)
 		return "KVS_E_IO";
 	case KVS_E_UNSUPPORTED:
 		return "KVS_E_UNSUPPORTED";
+	case KVS_E_CANCELED:
+		return "KVS_E_CANCELED";
+	case KVS_E_CONFLICT:
+		return "KVS_E_CONFLICT";
 	}
 	return "(unknown status)";
 }

@@ -10,7 +10,7 @@ packages=(
 	libcmocka-dev                                 # unit tests
 	clang                                         # libFuzzer targets
 	libsdsl-dev libisal-dev                       # benchmark peers
-	librocksdb-dev liblmdb-dev                    # segment peers
+	librocksdb-dev liblmdb-dev libleveldb-dev     # segment and merge peers
 )
 
 missing=()

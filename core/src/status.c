@@ -34,6 +34,10 @@ const char *kvs_strerror(kvs_status status)
 		return "input/output error";
 	case KVS_E_UNSUPPORTED:
 		return "unsupported format version or feature";
+	case KVS_E_CANCELED:
+		return "canceled";
+	case KVS_E_CONFLICT:
+		return "the catalog changed: conflicting update";
 	}
 	return "unknown status code";
 }

@@ -24,6 +24,8 @@ typedef enum kvs_status {
 	KVS_E_INVAL = -9,     /* an argument is invalid */
 	KVS_E_IO = -10,       /* a system call failed (errno in the message) */
 	KVS_E_UNSUPPORTED = -11, /* a format version or feature we lack */
+	KVS_E_CANCELED = -12, /* the caller canceled the operation */
+	KVS_E_CONFLICT = -13, /* the catalog changed under a replace */
 } kvs_status;
 
 /*
