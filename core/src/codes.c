@@ -218,17 +218,6 @@ unsigned kvs_varint_length(uint64_t value)
 	return n;
 }
 
-unsigned kvs_varint_put(uint8_t *dst, uint64_t value)
-{
-	unsigned n = 0;
-	while (value >= 0x80) {
-		dst[n++] = (uint8_t)(value | 0x80);
-		value >>= 7;
-	}
-	dst[n++] = (uint8_t)value;
-	return n;
-}
-
 kvs_status kvs_varint_get_slow(const uint8_t **p, const uint8_t *end,
                                uint64_t *out)
 {

@@ -133,7 +133,12 @@ static kvs_status decode_byte(kvs_cursor *c, bool restart, uint64_t off)
 	uint64_t slen = len - lcp;
 	if (slen > (uint64_t)(end - p))
 		return KVS_E_CORRUPT;
-	memcpy(c->key + lcp, p, slen);
+	if (slen <= 16 && end - p >= 16) { /* the key buffer has 16 spare */
+		memcpy(c->key + lcp, p, 8);
+		memcpy(c->key + lcp + 8, p + 8, 8);
+	} else {
+		memcpy(c->key + lcp, p, slen);
+	}
 	p += slen;
 	st = byte_value_header(&p, end, vh_changed, c->prev_vh, restart, &vh);
 	if (st != KVS_OK)
@@ -410,7 +415,7 @@ kvs_status kvs_cursor_seek(kvs_cursor *c, const void *key, uint64_t key_bits)
 	}
 	kvs_status st = load_restart(c, lo ? lo - 1 : 0);
 	while (st == KVS_OK && c->ordinal < s->records &&
-	       kvs_key_compare(c->key, c->key_bits, key, key_bits) < 0)
+	       seg_key_compare(c->key, c->key_bits, key, key_bits) < 0)
 		st = kvs_cursor_next(c);
 	return st;
 }
@@ -430,7 +435,7 @@ kvs_status kvs_cursor_lookup(kvs_cursor *c, const void *key,
 	kvs_status st = kvs_cursor_seek(c, key, key_bits);
 	if (st == KVS_OK && c->ordinal < c->seg->records &&
 	    c->key_bits == key_bits &&
-	    kvs_key_compare(c->key, c->key_bits, key, key_bits) == 0)
+	    seg_key_compare(c->key, c->key_bits, key, key_bits) == 0)
 		*found = true;
 	return st;
 }

@@ -31,16 +31,22 @@ typedef struct merge {
 	kvs_error *err;
 } merge;
 
+/* A cursor is on a record (kvs_cursor_valid, without the call). */
+static inline bool on_record(const kvs_cursor *c)
+{
+	return c->ordinal < c->seg->records;
+}
+
 /* Does input a's current record come before input b's? Exhausted inputs
  * come last; equal keys put the newer (higher) input first. */
 static inline bool before(const merge *m, size_t a, size_t b)
 {
 	const kvs_cursor *ca = m->cur[a], *cb = m->cur[b];
-	if (!kvs_cursor_valid(ca))
+	if (!on_record(ca))
 		return false;
-	if (!kvs_cursor_valid(cb))
+	if (!on_record(cb))
 		return true;
-	int cmp = kvs_key_compare(ca->key, ca->key_bits, cb->key, cb->key_bits);
+	int cmp = seg_key_compare(ca->key, ca->key_bits, cb->key, cb->key_bits);
 	return cmp < 0 || (cmp == 0 && a > b);
 }
 
@@ -99,9 +105,9 @@ static kvs_status emit(merge *m, size_t i)
 		m->st.dropped++;
 		return KVS_OK;
 	}
-	const uint8_t *value = NULL;
-	size_t len = 0;
-	if (kind == KVS_KIND_VALUE) {
+	const uint8_t *value = c->value; /* byte profile: in place */
+	size_t len = (size_t)c->value_len;
+	if (c->seg->profile == KVS_PROFILE_BIT && len) {
 		kvs_status st = kvs_cursor_value(c, &value, &len);
 		if (st != KVS_OK)
 			return input_failed(m, i, st);
@@ -118,14 +124,14 @@ static kvs_status merge_two(merge *m)
 {
 	kvs_cursor *a = m->cur[0], *b = m->cur[1];
 	kvs_status st = KVS_OK;
-	while (st == KVS_OK && (kvs_cursor_valid(a) || kvs_cursor_valid(b))) {
+	while (st == KVS_OK && (on_record(a) || on_record(b))) {
 		int cmp;
-		if (!kvs_cursor_valid(a))
+		if (!on_record(a))
 			cmp = 1;
-		else if (!kvs_cursor_valid(b))
+		else if (!on_record(b))
 			cmp = -1;
 		else
-			cmp = kvs_key_compare(a->key, a->key_bits, b->key,
+			cmp = seg_key_compare(a->key, a->key_bits, b->key,
 			                      b->key_bits);
 		if (cmp < 0) {
 			if ((st = emit(m, 0)) == KVS_OK)
@@ -150,7 +156,7 @@ static kvs_status merge_tree(merge *m)
 	for (size_t i = 0; i < m->n; i++)
 		replay(m, i);
 	kvs_status st = KVS_OK;
-	while (st == KVS_OK && kvs_cursor_valid(m->cur[m->tree[0]])) {
+	while (st == KVS_OK && on_record(m->cur[m->tree[0]])) {
 		size_t i = m->tree[0];
 		kvs_cursor *c = m->cur[i];
 		memcpy(m->last, c->key, (size_t)seg_key_bytes(c->key_bits));
@@ -162,8 +168,8 @@ static kvs_status merge_tree(merge *m)
 		for (;;) {
 			size_t j = m->tree[0];
 			kvs_cursor *o = m->cur[j];
-			if (!kvs_cursor_valid(o) ||
-			    kvs_key_compare(o->key, o->key_bits, m->last,
+			if (!on_record(o) ||
+			    seg_key_compare(o->key, o->key_bits, m->last,
 			                    m->last_bits) != 0)
 				break;
 			m->st.replaced++;

@@ -11,41 +11,6 @@
 
 /* ---- keys -------------------------------------------------------------- */
 
-uint64_t seg_key_lcp(const uint8_t *a, uint64_t a_bits, const uint8_t *b,
-                     uint64_t b_bits, int *cmp)
-{
-	uint64_t min_bits = a_bits < b_bits ? a_bits : b_bits;
-	uint64_t whole = min_bits / 8, i = 0;
-	while (i + 8 <= whole) {
-		uint64_t x = kvs_load_be64(a + i) ^ kvs_load_be64(b + i);
-		if (x) {
-			unsigned z = (unsigned)__builtin_clzll(x);
-			*cmp = (kvs_load_be64(a + i) >> (63 - z)) & 1 ? 1 : -1;
-			return 8 * i + z;
-		}
-		i += 8;
-	}
-	for (; i < whole; i++) {
-		unsigned x = a[i] ^ b[i];
-		if (x) {
-			unsigned z = (unsigned)__builtin_clz(x) - 24;
-			*cmp = (a[i] >> (7 - z)) & 1 ? 1 : -1;
-			return 8 * i + z;
-		}
-	}
-	unsigned rest = (unsigned)(min_bits & 7);
-	if (rest) {
-		unsigned x = (a[i] ^ b[i]) & (0xFFu << (8 - rest)) & 0xFF;
-		if (x) {
-			unsigned z = (unsigned)__builtin_clz(x) - 24;
-			*cmp = (a[i] >> (7 - z)) & 1 ? 1 : -1;
-			return 8 * i + z;
-		}
-	}
-	*cmp = a_bits < b_bits ? -1 : a_bits > b_bits;
-	return min_bits;
-}
-
 int kvs_key_compare(const void *a, uint64_t a_bits, const void *b,
                     uint64_t b_bits)
 {

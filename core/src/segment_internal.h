@@ -127,9 +127,50 @@ static inline uint64_t seg_key_bytes(uint64_t bits)
 }
 
 /* Length of the common prefix of two bit strings, in bits; *cmp receives
- * their order (<0, 0, >0). */
-uint64_t seg_key_lcp(const uint8_t *a, uint64_t a_bits, const uint8_t *b,
-                     uint64_t b_bits, int *cmp);
+ * their order (<0, 0, >0). Inline: the writer, cursors and the merge call
+ * it once or twice per record. */
+static inline uint64_t seg_key_lcp(const uint8_t *a, uint64_t a_bits,
+                                   const uint8_t *b, uint64_t b_bits,
+                                   int *cmp)
+{
+	uint64_t min_bits = a_bits < b_bits ? a_bits : b_bits;
+	uint64_t whole = min_bits / 8, i = 0;
+	for (; i + 8 <= whole; i += 8) {
+		uint64_t x = kvs_load_be64(a + i) ^ kvs_load_be64(b + i);
+		if (x) {
+			unsigned z = (unsigned)__builtin_clzll(x);
+			*cmp = (kvs_load_be64(a + i) >> (63 - z)) & 1 ? 1 : -1;
+			return 8 * i + z;
+		}
+	}
+	for (; i < whole; i++) {
+		unsigned x = a[i] ^ b[i];
+		if (x) {
+			unsigned z = (unsigned)__builtin_clz(x) - 24;
+			*cmp = (a[i] >> (7 - z)) & 1 ? 1 : -1;
+			return 8 * i + z;
+		}
+	}
+	unsigned rest = (unsigned)(min_bits & 7);
+	if (rest) {
+		unsigned x = (a[i] ^ b[i]) & (0xFFu << (8 - rest)) & 0xFF;
+		if (x) {
+			unsigned z = (unsigned)__builtin_clz(x) - 24;
+			*cmp = (a[i] >> (7 - z)) & 1 ? 1 : -1;
+			return 8 * i + z;
+		}
+	}
+	*cmp = a_bits < b_bits ? -1 : a_bits > b_bits;
+	return min_bits;
+}
+
+static inline int seg_key_compare(const uint8_t *a, uint64_t a_bits,
+                                  const uint8_t *b, uint64_t b_bits)
+{
+	int cmp;
+	seg_key_lcp(a, a_bits, b, b_bits, &cmp);
+	return cmp;
+}
 
 /* Writes n (1..57) bits of value (its low bits) at bit pos of buf, MSB
  * first, keeping the bits before pos; buf must have 8 bytes of room at
