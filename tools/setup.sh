@@ -8,7 +8,7 @@ packages=(
 	gcc g++ meson ninja-build pkg-config python3  # build, scripts
 	libfuse3-dev fuse3 libzstd-dev                # daemon, compression
 	libcmocka-dev                                 # unit tests
-	clang                                         # libFuzzer targets
+	clang libclang-rt-dev                         # libFuzzer targets
 	libsdsl-dev libisal-dev                       # benchmark peers
 	librocksdb-dev liblmdb-dev libleveldb-dev     # segment and merge peers
 )
