@@ -1,0 +1,104 @@
+/*
+ * kvseg/catalog.h — the catalog: which segment files of a directory are
+ * live, in age order (oldest first), under a generation number.
+ *
+ * The catalog is one small checksummed file in the segment directory
+ * (docs/FORMAT.md §10). Every change is published atomically: a new
+ * catalog file is written under a temporary name, fsynced, renamed over
+ * the old one, and the directory is fsynced; a crash at any instant leaves
+ * the old or the new catalog, never a mix. A catalog only ever names
+ * complete, fsynced segments.
+ *
+ * replace() is a compare-and-swap: it publishes only if the catalog on
+ * disk still has the expected generation and still holds every input, so
+ * two merges over overlapping inputs cannot both publish.
+ *
+ * A kvs_catalog handle is a snapshot of one generation; reload() reads the
+ * newest. Handles are not shared between threads; several processes may
+ * use one directory (publication takes an exclusive lock on a lock file).
+ */
+#ifndef KVSEG_CATALOG_H
+#define KVSEG_CATALOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvseg/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KVS_CATALOG_FILE "CATALOG"  /* its name in the directory */
+#define KVS_CATALOG_MAX_NAME 255    /* bytes in a segment's file name */
+#define KVS_CATALOG_MAX_SEGMENTS 65536
+
+typedef struct kvs_catalog_entry {
+	char name[KVS_CATALOG_MAX_NAME + 1]; /* file name within the dir */
+	uint64_t sequence;                   /* the segment's sequence */
+	uint64_t size;                       /* its file length */
+	uint32_t header_crc;                 /* its header CRC32C */
+} kvs_catalog_entry;
+
+typedef struct kvs_catalog kvs_catalog;
+
+/*
+ * Opens the catalog of dir, recovering from any crash: reads the last
+ * complete catalog, removes orphaned temporary files (of the catalog and
+ * of segment writers), and checks that every named segment exists with
+ * its recorded size and header CRC (KVS_E_CORRUPT otherwise). A directory
+ * without a catalog gets one naming its segment files (those that open as
+ * segments) ordered by sequence number, then name.
+ *
+ * Because it removes segment writers' temporaries, open a directory while
+ * no other process writes segments into it (a writer whose temporary was
+ * removed fails at kvs_writer_finish; nothing published is touched); use
+ * reload() to follow a directory that is being written. The directory must
+ * be writable (CATALOG.lock is created in it).
+ */
+kvs_status kvs_catalog_open(kvs_catalog **out, const char *dir,
+                            kvs_error *err);
+void kvs_catalog_close(kvs_catalog *c);
+
+/* Re-reads the newest published generation and checks its segments as
+ * open does; on failure the handle keeps its snapshot. */
+kvs_status kvs_catalog_reload(kvs_catalog *c, kvs_error *err);
+
+uint64_t kvs_catalog_generation(const kvs_catalog *c);
+size_t kvs_catalog_count(const kvs_catalog *c);
+/* Entry i, oldest first (i < count). */
+const kvs_catalog_entry *kvs_catalog_entry_at(const kvs_catalog *c, size_t i);
+/* The directory, as given to open. */
+const char *kvs_catalog_dir(const kvs_catalog *c);
+
+/* Appends the segment file name (in the directory) as the newest and
+ * publishes; the handle moves to the new generation. A name is 1..255
+ * bytes without '/', not starting with '.' and not CATALOG or
+ * CATALOG.lock (FORMAT.md §10.2); the file must open as a segment and
+ * must not be live (KVS_E_INVAL otherwise). */
+kvs_status kvs_catalog_add(kvs_catalog *c, const char *name, kvs_error *err);
+
+/*
+ * Publishes a generation in which inputs[0 .. n) — live segments, which
+ * must be consecutive in age order — are replaced by output (a complete
+ * segment file in the directory) at the position of the newest input; or
+ * removed when output is NULL. Fails with KVS_E_CONFLICT, changing
+ * nothing, unless the catalog on disk is still at expected_generation.
+ * Inputs given oldest first (n >= 1) that are not live or not consecutive,
+ * and an output that is live, is an input or is not a segment, fail with
+ * an error (KVS_E_INVAL, or the segment's) and change nothing.
+ * The replaced files are unlinked after publication when unlink_inputs;
+ * should that fail, the new generation stands (the handle moves to it)
+ * and KVS_E_IO names the file. inputs may point into c's own entries.
+ */
+kvs_status kvs_catalog_replace(kvs_catalog *c, uint64_t expected_generation,
+                               const char *const *inputs, size_t n,
+                               const char *output, bool unlink_inputs,
+                               kvs_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,1037 @@
+/*
+ * catalog.c — which segment files of a directory are live, in age order,
+ * under a generation number (docs/FORMAT.md §10).
+ *
+ * The catalog is one small file, CATALOG, replaced whole on every change:
+ * the new contents go to a temporary file (.CATALOG.tmp-XXXXXX), which is
+ * fsynced, renamed over CATALOG, and the directory is fsynced. rename is
+ * atomic, so a crash at any instant leaves the old or the new file, and a
+ * reader never needs a lock to see a complete one. Publishers serialize on
+ * an exclusive flock of CATALOG.lock and re-read the file under it, which
+ * makes replace() a compare-and-swap on the generation. Opening takes the
+ * same lock to sweep up what a crashed publisher or segment writer left
+ * behind (temporaries) and to check the named segments while no one can
+ * unlink them.
+ *
+ * Everything read from CATALOG is bounded before use: the file's length
+ * (by the largest catalog there can be), the CRC32C over all of it, then
+ * every count and name length against the bytes that remain.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kvseg/catalog.h"
+#include "kvseg/crc32c.h"
+#include "segment_internal.h"
+
+#define CAT_MAGIC      "\x89KVCAT\r\n"
+#define CAT_VERSION    1
+#define CAT_LOCK_FILE  KVS_CATALOG_FILE ".lock"
+#define CAT_TMP_PREFIX "." KVS_CATALOG_FILE ".tmp-"
+
+/* §10: header, per-entry fixed bytes, trailer */
+enum {
+	CAT_OFF_MAGIC = 0,
+	CAT_OFF_VERSION = 8,
+	CAT_OFF_GENERATION = 12,
+	CAT_OFF_COUNT = 20,
+	CAT_HEADER_BYTES = 24,
+	CAT_ENTRY_FIXED = 2 + 8 + 8 + 4, /* name length, seq, size, CRC */
+	CAT_TRAILER_BYTES = 4,
+};
+
+#define CAT_MAX_BYTES                                                          \
+	((size_t)CAT_HEADER_BYTES +                                            \
+	 (size_t)KVS_CATALOG_MAX_SEGMENTS *                                    \
+	     (CAT_ENTRY_FIXED + KVS_CATALOG_MAX_NAME) +                        \
+	 CAT_TRAILER_BYTES)
+
+/* One generation: what a handle holds and what a publication writes. */
+typedef struct cat_state {
+	uint64_t generation;
+	size_t count;
+	kvs_catalog_entry *entries;
+} cat_state;
+
+struct kvs_catalog {
+	char *dir;
+	cat_state cur;
+};
+
+static void state_free(cat_state *s)
+{
+	free(s->entries);
+	s->entries = NULL;
+	s->count = 0;
+}
+
+/* ---- names and paths ----------------------------------------------------- */
+
+/*
+ * A name a catalog may hold (§10): 1..255 bytes, no '/' or NUL, no leading
+ * '.' (dot names are temporaries, and "." and ".." are not files), and not
+ * one of the catalog's own files.
+ */
+static bool name_ok(const char *name, size_t len)
+{
+	if (len == 0 || len > KVS_CATALOG_MAX_NAME || name[0] == '.')
+		return false;
+	if (memchr(name, '/', len) || memchr(name, '\0', len))
+		return false;
+	if ((len == strlen(KVS_CATALOG_FILE) &&
+	     memcmp(name, KVS_CATALOG_FILE, len) == 0) ||
+	    (len == strlen(CAT_LOCK_FILE) &&
+	     memcmp(name, CAT_LOCK_FILE, len) == 0))
+		return false;
+	return true;
+}
+
+static kvs_status check_name(const char *dir, const char *name,
+                             const char *what, kvs_error *err)
+{
+	if (!name)
+		return kvs_error_set(err, KVS_E_INVAL, "%s: %s is NULL", dir,
+		                     what);
+	size_t len = strnlen(name, KVS_CATALOG_MAX_NAME + 1);
+	if (!name_ok(name, len))
+		return kvs_error_set(
+		    err, KVS_E_INVAL,
+		    "%s: %s \"%.*s\" is not a segment file name "
+		    "(1..%d bytes, no '/', no leading '.', not "
+		    "%s or %s)",
+		    dir, what, 64, name, KVS_CATALOG_MAX_NAME, KVS_CATALOG_FILE,
+		    CAT_LOCK_FILE);
+	return KVS_OK;
+}
+
+static kvs_status path_in(char out[PATH_MAX], const char *dir, const char *name,
+                          kvs_error *err)
+{
+	int n = snprintf(out, PATH_MAX, "%s/%s", dir, name);
+	if (n < 0 || n >= PATH_MAX)
+		return kvs_error_set(err, KVS_E_RANGE,
+		                     "%s: the path of %s is too long", dir,
+		                     name);
+	return KVS_OK;
+}
+
+/* What open() removes: ".CATALOG.tmp-*" and the segment writer's
+ * ".NAME.tmp-XXXXXX" (a name of at least one byte, six template chars). */
+static bool is_temporary(const char *name)
+{
+	size_t len = strlen(name);
+	if (strncmp(name, CAT_TMP_PREFIX, strlen(CAT_TMP_PREFIX)) == 0)
+		return true;
+	static const char tag[] = ".tmp-";
+	size_t tlen = sizeof tag - 1;
+	if (name[0] != '.' || len < 1 + 1 + tlen + 6)
+		return false;
+	if (memcmp(name + len - 6 - tlen, tag, tlen) != 0)
+		return false;
+	for (size_t i = len - 6; i < len; i++)
+		if (name[i] == '/' || name[i] == '.')
+			return false;
+	return true;
+}
+
+static kvs_status fsync_dir(const char *dir, kvs_error *err)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) < 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return kvs_error_set(err, KVS_E_IO,
+		                     "%s: fsync of the directory: %s", dir,
+		                     strerror(e));
+	}
+	close(fd);
+	return KVS_OK;
+}
+
+/* flock(op) on DIR/CATALOG.lock, created if need be; *fd to close. */
+static kvs_status lock_dir(const char *dir, int op, int *fd, kvs_error *err)
+{
+	char path[PATH_MAX];
+	kvs_status st = path_in(path, dir, CAT_LOCK_FILE, err);
+	if (st != KVS_OK)
+		return st;
+	*fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (*fd < 0)
+		return kvs_error_set(err, KVS_E_IO, "%s: %s", path,
+		                     strerror(errno));
+	while (flock(*fd, op) < 0) {
+		if (errno == EINTR)
+			continue;
+		int e = errno;
+		close(*fd);
+		*fd = -1;
+		return kvs_error_set(err, KVS_E_IO, "%s: flock: %s", path,
+		                     strerror(e));
+	}
+	return KVS_OK;
+}
+
+static void unlock_dir(int fd)
+{
+	if (fd >= 0)
+		close(fd); /* drops the flock */
+}
+
+/* ---- segments ------------------------------------------------------------ */
+
+/*
+ * Reads what the catalog records of a segment from its envelope (§5.1):
+ * the sequence, the file length and the header CRC32C, which is
+ * recomputed over the header and directory. Any problem is KVS_E_CORRUPT
+ * (KVS_E_IO for a failing system call) with the segment's path first.
+ */
+static kvs_status probe_segment(const char *dir, const char *name,
+                                kvs_catalog_entry *e, bool sync, kvs_error *err)
+{
+	char path[PATH_MAX];
+	kvs_status st = path_in(path, dir, name, err);
+	if (st != KVS_OK)
+		return st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return kvs_error_set(err,
+		                     errno == ENOENT ? KVS_E_CORRUPT : KVS_E_IO,
+		                     "%s: %s", path, strerror(errno));
+	uint8_t head[SEG_HEADER_BYTES + SEG_DIRENT_BYTES * SEG_MAX_SECTIONS];
+	struct stat sb;
+	size_t got = 0;
+	if (fstat(fd, &sb) < 0) {
+		st = kvs_error_set(err, KVS_E_IO, "%s: %s", path,
+		                   strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		st = kvs_error_set(err, KVS_E_CORRUPT, "%s: not a regular file",
+		                   path);
+		goto out;
+	}
+	while (got < sizeof head) {
+		ssize_t n =
+		    pread(fd, head + got, sizeof head - got, (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			st = kvs_error_set(err, KVS_E_IO, "%s: read: %s", path,
+			                   strerror(errno));
+			goto out;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got < SEG_HEADER_BYTES ||
+	    memcmp(head + HDR_MAGIC, SEG_MAGIC, 8) != 0) {
+		st = kvs_error_set(
+		    err, KVS_E_CORRUPT, "%s: not a segment (%zu bytes, %s)",
+		    path, (size_t)sb.st_size,
+		    got < SEG_HEADER_BYTES ? "no header" : "bad magic");
+		goto out;
+	}
+	uint32_t nsec = kvs_load_le32(head + HDR_SECTIONS);
+	size_t dir_end = SEG_HEADER_BYTES + (size_t)SEG_DIRENT_BYTES * nsec;
+	if (nsec == 0 || nsec > SEG_MAX_SECTIONS || got < dir_end) {
+		st = kvs_error_set(err, KVS_E_CORRUPT,
+		                   "%s: segment directory of %" PRIu32
+		                   " sections is out of range or cut short",
+		                   path, nsec);
+		goto out;
+	}
+	uint32_t stored = kvs_load_le32(head + HDR_HEADER_CRC);
+	uint32_t crc = kvs_crc32c(0, head, HDR_HEADER_CRC);
+	crc = kvs_crc32c(crc, head + SEG_HEADER_BYTES,
+	                 dir_end - SEG_HEADER_BYTES);
+	if (crc != stored) {
+		st = kvs_error_set(err, KVS_E_CORRUPT,
+		                   "%s: segment header CRC32C mismatch (stored "
+		                   "0x%08" PRIx32 ", computed 0x%08" PRIx32 ")",
+		                   path, stored, crc);
+		goto out;
+	}
+	uint64_t file_len = kvs_load_le64(head + HDR_FILE_LEN);
+	if (file_len != (uint64_t)sb.st_size) {
+		st = kvs_error_set(err, KVS_E_CORRUPT,
+		                   "%s: segment header says %" PRIu64
+		                   " bytes but the file has %lld",
+		                   path, file_len, (long long)sb.st_size);
+		goto out;
+	}
+	if (sync && fsync(fd) < 0) {
+		st = kvs_error_set(err, KVS_E_IO, "%s: fsync: %s", path,
+		                   strerror(errno));
+		goto out;
+	}
+	memset(e, 0, sizeof *e);
+	memcpy(e->name, name, strlen(name) + 1);
+	e->sequence = kvs_load_le64(head + HDR_SEQUENCE);
+	e->size = file_len;
+	e->header_crc = stored;
+out:
+	close(fd);
+	return st;
+}
+
+/* A named segment must be what the catalog recorded (KVS_E_CORRUPT). */
+static kvs_status check_entry(const char *dir, const kvs_catalog_entry *want,
+                              kvs_error *err)
+{
+	kvs_catalog_entry got;
+	kvs_status st = probe_segment(dir, want->name, &got, false, err);
+	if (st != KVS_OK) {
+		if (err) { /* say why the file matters */
+			char msg[sizeof err->message];
+			memcpy(msg, err->message, sizeof msg);
+			kvs_error_set(err, st,
+			              "segment named by the catalog: %s", msg);
+		}
+		return st;
+	}
+	static const char *const field[] = {"size", "header CRC32C",
+	                                    "sequence"};
+	const uint64_t have[] = {got.size, got.header_crc, got.sequence};
+	const uint64_t rec[] = {want->size, want->header_crc, want->sequence};
+	for (int i = 0; i < 3; i++)
+		if (have[i] != rec[i])
+			return kvs_error_set(
+			    err, KVS_E_CORRUPT,
+			    "%s/%s: segment %s is %" PRIu64 " (0x%" PRIx64
+			    ") but the catalog records %" PRIu64 " (0x%" PRIx64
+			    ")",
+			    dir, want->name, field[i], have[i], have[i], rec[i],
+			    rec[i]);
+	return KVS_OK;
+}
+
+static kvs_status check_entries(const char *dir, const cat_state *s,
+                                kvs_error *err)
+{
+	for (size_t i = 0; i < s->count; i++) {
+		kvs_status st = check_entry(dir, &s->entries[i], err);
+		if (st != KVS_OK)
+			return st;
+	}
+	return KVS_OK;
+}
+
+/* A segment about to be named: it must open as one (kvs_segment_open) and
+ * be on stable storage. */
+static kvs_status new_entry(const char *dir, const char *name,
+                            kvs_catalog_entry *e, kvs_error *err)
+{
+	char path[PATH_MAX];
+	kvs_status st = path_in(path, dir, name, err);
+	if (st != KVS_OK)
+		return st;
+	kvs_segment *seg;
+	st = kvs_segment_open(&seg, path, err);
+	if (st != KVS_OK)
+		return st;
+	kvs_segment_unref(seg);
+	return probe_segment(dir, name, e, true, err);
+}
+
+/* ---- the catalog file (§10) ---------------------------------------------- */
+
+static int cmp_entry_name(const void *a, const void *b)
+{
+	const kvs_catalog_entry *x = *(const kvs_catalog_entry *const *)a;
+	const kvs_catalog_entry *y = *(const kvs_catalog_entry *const *)b;
+	return strcmp(x->name, y->name);
+}
+
+/* The first name that appears twice, or NULL (n log n). */
+static const char *find_duplicate(const cat_state *s, kvs_status *st)
+{
+	*st = KVS_OK;
+	if (s->count < 2)
+		return NULL;
+	const kvs_catalog_entry **v = malloc(s->count * sizeof *v);
+	if (!v) {
+		*st = KVS_E_NOMEM;
+		return NULL;
+	}
+	for (size_t i = 0; i < s->count; i++)
+		v[i] = &s->entries[i];
+	qsort(v, s->count, sizeof *v, cmp_entry_name);
+	const char *dup = NULL;
+	for (size_t i = 1; i < s->count && !dup; i++)
+		if (strcmp(v[i - 1]->name, v[i]->name) == 0)
+			dup = v[i]->name;
+	free(v);
+	return dup;
+}
+
+#define BAD(...) kvs_error_set(err, KVS_E_CORRUPT, __VA_ARGS__)
+
+static kvs_status parse_catalog(const uint8_t *d, size_t len, const char *path,
+                                cat_state *out, kvs_error *err)
+{
+	if (len < CAT_HEADER_BYTES + CAT_TRAILER_BYTES)
+		return BAD("%s: file of %zu bytes is shorter than the smallest "
+		           "catalog (%d bytes)",
+		           path, len, CAT_HEADER_BYTES + CAT_TRAILER_BYTES);
+	if (memcmp(d + CAT_OFF_MAGIC, CAT_MAGIC, 8) != 0)
+		return BAD("%s: bad magic: not a catalog", path);
+	size_t end = len - CAT_TRAILER_BYTES;
+	uint32_t stored = kvs_load_le32(d + end);
+	uint32_t crc = kvs_crc32c(0, d, end);
+	if (crc != stored)
+		return BAD("%s: CRC32C mismatch (stored 0x%08" PRIx32
+		           ", computed 0x%08" PRIx32 ")",
+		           path, stored, crc);
+	uint32_t version = kvs_load_le32(d + CAT_OFF_VERSION);
+	if (version != CAT_VERSION)
+		return kvs_error_set(err, KVS_E_UNSUPPORTED,
+		                     "%s: catalog version %" PRIu32
+		                     " is not supported (this build reads "
+		                     "version %d)",
+		                     path, version, CAT_VERSION);
+	uint64_t gen = kvs_load_le64(d + CAT_OFF_GENERATION);
+	uint32_t count = kvs_load_le32(d + CAT_OFF_COUNT);
+	if (gen == 0)
+		return BAD("%s: generation 0", path);
+	/* every entry takes at least CAT_ENTRY_FIXED + 1 bytes */
+	if (count > KVS_CATALOG_MAX_SEGMENTS ||
+	    count > (end - CAT_HEADER_BYTES) / (CAT_ENTRY_FIXED + 1))
+		return BAD("%s: %" PRIu32 " entries do not fit in %zu bytes "
+		           "(at most %d)",
+		           path, count, len, KVS_CATALOG_MAX_SEGMENTS);
+	cat_state s = {gen, count, NULL};
+	if (count) {
+		s.entries = calloc(count, sizeof *s.entries);
+		if (!s.entries)
+			return kvs_error_set(err, KVS_E_NOMEM,
+			                     "%s: out of memory", path);
+	}
+	size_t pos = CAT_HEADER_BYTES;
+	kvs_status st = KVS_OK;
+	for (uint32_t i = 0; i < count; i++) {
+		kvs_catalog_entry *e = &s.entries[i];
+		if (end - pos < 2) {
+			st = BAD("%s: entry %" PRIu32 " is cut short", path, i);
+			goto fail;
+		}
+		size_t nlen = (size_t)d[pos] | (size_t)d[pos + 1] << 8;
+		pos += 2;
+		if (nlen > end - pos ||
+		    end - pos - nlen < CAT_ENTRY_FIXED - 2) {
+			st = BAD("%s: entry %" PRIu32 " (name of %zu bytes) "
+			         "runs past the end",
+			         path, i, nlen);
+			goto fail;
+		}
+		if (!name_ok((const char *)d + pos, nlen)) {
+			st = BAD("%s: entry %" PRIu32 " has an invalid segment "
+			         "name (%zu bytes)",
+			         path, i, nlen);
+			goto fail;
+		}
+		memcpy(e->name, d + pos, nlen);
+		e->name[nlen] = '\0';
+		pos += nlen;
+		e->sequence = kvs_load_le64(d + pos);
+		e->size = kvs_load_le64(d + pos + 8);
+		e->header_crc = kvs_load_le32(d + pos + 16);
+		pos += CAT_ENTRY_FIXED - 2;
+	}
+	if (pos != end) {
+		st =
+		    BAD("%s: %zu bytes follow the last entry", path, end - pos);
+		goto fail;
+	}
+	const char *dup = find_duplicate(&s, &st);
+	if (st != KVS_OK) {
+		st = kvs_error_set(err, st, "%s: out of memory", path);
+		goto fail;
+	}
+	if (dup) {
+		st = BAD("%s: segment %s is named twice", path, dup);
+		goto fail;
+	}
+	*out = s;
+	return KVS_OK;
+fail:
+	state_free(&s);
+	return st;
+}
+
+/* The bytes of s as §10 lays them out; *out is malloc'ed. */
+static kvs_status encode_catalog(const cat_state *s, uint8_t **out,
+                                 size_t *out_len)
+{
+	size_t len = CAT_HEADER_BYTES + CAT_TRAILER_BYTES;
+	for (size_t i = 0; i < s->count; i++)
+		len += CAT_ENTRY_FIXED + strlen(s->entries[i].name);
+	uint8_t *d = malloc(len);
+	if (!d)
+		return KVS_E_NOMEM;
+	memcpy(d + CAT_OFF_MAGIC, CAT_MAGIC, 8);
+	kvs_store_le32(d + CAT_OFF_VERSION, CAT_VERSION);
+	kvs_store_le64(d + CAT_OFF_GENERATION, s->generation);
+	kvs_store_le32(d + CAT_OFF_COUNT, (uint32_t)s->count);
+	size_t pos = CAT_HEADER_BYTES;
+	for (size_t i = 0; i < s->count; i++) {
+		const kvs_catalog_entry *e = &s->entries[i];
+		size_t nlen = strlen(e->name);
+		d[pos] = (uint8_t)nlen;
+		d[pos + 1] = (uint8_t)(nlen >> 8);
+		memcpy(d + pos + 2, e->name, nlen);
+		pos += 2 + nlen;
+		kvs_store_le64(d + pos, e->sequence);
+		kvs_store_le64(d + pos + 8, e->size);
+		kvs_store_le32(d + pos + 16, e->header_crc);
+		pos += CAT_ENTRY_FIXED - 2;
+	}
+	kvs_store_le32(d + pos, kvs_crc32c(0, d, pos));
+	*out = d;
+	*out_len = len;
+	return KVS_OK;
+}
+
+/* Reads DIR/CATALOG into *out; *exists is false (and KVS_OK returned) when
+ * there is no such file. */
+static kvs_status read_catalog(const char *dir, cat_state *out, bool *exists,
+                               kvs_error *err)
+{
+	char path[PATH_MAX];
+	kvs_status st = path_in(path, dir, KVS_CATALOG_FILE, err);
+	if (st != KVS_OK)
+		return st;
+	*exists = false;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return KVS_OK;
+		return kvs_error_set(err, KVS_E_IO, "%s: %s", path,
+		                     strerror(errno));
+	}
+	*exists = true;
+	uint8_t *d = NULL;
+	struct stat sb;
+	if (fstat(fd, &sb) < 0) {
+		st = kvs_error_set(err, KVS_E_IO, "%s: %s", path,
+		                   strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		st = BAD("%s: not a regular file", path);
+		goto out;
+	}
+	if ((uint64_t)sb.st_size > CAT_MAX_BYTES) {
+		st = BAD("%s: file of %lld bytes is larger than any catalog "
+		         "(%zu bytes)",
+		         path, (long long)sb.st_size, CAT_MAX_BYTES);
+		goto out;
+	}
+	size_t len = (size_t)sb.st_size, got = 0;
+	d = malloc(len ? len : 1);
+	if (!d) {
+		st = kvs_error_set(err, KVS_E_NOMEM, "%s: out of memory", path);
+		goto out;
+	}
+	while (got < len) {
+		ssize_t n = read(fd, d + got, len - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			st = kvs_error_set(err, KVS_E_IO, "%s: read: %s", path,
+			                   strerror(errno));
+			goto out;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	st = parse_catalog(d, got, path, out, err);
+out:
+	free(d);
+	close(fd);
+	return st;
+}
+
+/*
+ * Writes s as DIR/CATALOG: a temporary file, fsync, rename, fsync of the
+ * directory. The temporary file is removed on any failure before the
+ * rename; after it, s is what the directory holds.
+ */
+static kvs_status publish(const char *dir, const cat_state *s, kvs_error *err)
+{
+	char tmp[PATH_MAX], path[PATH_MAX];
+	kvs_status st = path_in(path, dir, KVS_CATALOG_FILE, err);
+	if (st != KVS_OK)
+		return st;
+	st = path_in(tmp, dir, CAT_TMP_PREFIX "XXXXXX", err);
+	if (st != KVS_OK)
+		return st;
+	uint8_t *d;
+	size_t len;
+	if (encode_catalog(s, &d, &len) != KVS_OK)
+		return kvs_error_set(err, KVS_E_NOMEM, "%s: out of memory",
+		                     path);
+	int fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		st = kvs_error_set(err, KVS_E_IO,
+		                   "%s: cannot create a temporary file: %s",
+		                   path, strerror(errno));
+		free(d);
+		return st;
+	}
+	const char *what = NULL;
+	if (fchmod(fd, 0644) < 0)
+		what = "fchmod";
+	for (size_t done = 0; !what && done < len;) {
+		ssize_t n = write(fd, d + done, len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			what = "write";
+		else
+			done += (size_t)n;
+	}
+	if (!what && fsync(fd) < 0)
+		what = "fsync";
+	int e = errno;
+	if (close(fd) < 0 && !what) {
+		what = "close";
+		e = errno;
+	}
+	if (!what && rename(tmp, path) < 0) {
+		what = "rename";
+		e = errno;
+	}
+	free(d);
+	if (what) {
+		unlink(tmp);
+		return kvs_error_set(err, KVS_E_IO, "%s: %s of %s: %s", path,
+		                     what, tmp, strerror(e));
+	}
+	return fsync_dir(dir, err);
+}
+
+/* ---- recovery ------------------------------------------------------------ */
+
+/* Removes what crashed publishers and segment writers left behind. */
+static kvs_status remove_temporaries(const char *dir, kvs_error *err)
+{
+	DIR *dp = opendir(dir);
+	if (!dp)
+		return kvs_error_set(err, KVS_E_IO, "%s: %s", dir,
+		                     strerror(errno));
+	kvs_status st = KVS_OK;
+	struct dirent *de;
+	while (st == KVS_OK && (errno = 0, de = readdir(dp)) != NULL) {
+		struct stat sb;
+		if (!is_temporary(de->d_name))
+			continue;
+		if (fstatat(dirfd(dp), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) <
+		        0 ||
+		    !S_ISREG(sb.st_mode))
+			continue;
+		if (unlinkat(dirfd(dp), de->d_name, 0) < 0 && errno != ENOENT)
+			st = kvs_error_set(err, KVS_E_IO,
+			                   "%s/%s: cannot remove a temporary "
+			                   "file: %s",
+			                   dir, de->d_name, strerror(errno));
+	}
+	if (st == KVS_OK && errno)
+		st = kvs_error_set(err, KVS_E_IO, "%s: readdir: %s", dir,
+		                   strerror(errno));
+	closedir(dp);
+	return st;
+}
+
+static int cmp_entry_age(const void *a, const void *b)
+{
+	const kvs_catalog_entry *x = a, *y = b;
+	if (x->sequence != y->sequence)
+		return x->sequence < y->sequence ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+/* The first catalog of a directory: every file that opens as a segment,
+ * oldest (smallest sequence) first, then by name. */
+static kvs_status scan_segments(const char *dir, cat_state *out, kvs_error *err)
+{
+	DIR *dp = opendir(dir);
+	if (!dp)
+		return kvs_error_set(err, KVS_E_IO, "%s: %s", dir,
+		                     strerror(errno));
+	cat_state s = {1, 0, NULL};
+	size_t cap = 0;
+	kvs_status st = KVS_OK;
+	struct dirent *de;
+	while ((errno = 0, de = readdir(dp)) != NULL) {
+		const char *name = de->d_name;
+		struct stat sb;
+		if (!name_ok(name, strlen(name)) ||
+		    fstatat(dirfd(dp), name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISREG(sb.st_mode))
+			continue;
+		char path[PATH_MAX];
+		kvs_segment *seg;
+		if (path_in(path, dir, name, NULL) != KVS_OK ||
+		    kvs_segment_open(&seg, path, NULL) != KVS_OK)
+			continue; /* not a segment: not ours to name */
+		kvs_segment_unref(seg);
+		if (s.count == KVS_CATALOG_MAX_SEGMENTS) {
+			st = kvs_error_set(err, KVS_E_RANGE,
+			                   "%s: more than %d segment files",
+			                   dir, KVS_CATALOG_MAX_SEGMENTS);
+			goto fail;
+		}
+		if (s.count == cap) {
+			size_t n = cap ? 2 * cap : 16;
+			kvs_catalog_entry *p =
+			    realloc(s.entries, n * sizeof *p);
+			if (!p) {
+				st = kvs_error_set(err, KVS_E_NOMEM,
+				                   "%s: out of memory", dir);
+				goto fail;
+			}
+			s.entries = p;
+			cap = n;
+		}
+		st = probe_segment(dir, name, &s.entries[s.count], true, err);
+		if (st != KVS_OK)
+			goto fail;
+		s.count++;
+	}
+	if (errno) {
+		st = kvs_error_set(err, KVS_E_IO, "%s: readdir: %s", dir,
+		                   strerror(errno));
+		goto fail;
+	}
+	closedir(dp);
+	if (s.count)
+		qsort(s.entries, s.count, sizeof *s.entries, cmp_entry_age);
+	*out = s;
+	return KVS_OK;
+fail:
+	closedir(dp);
+	state_free(&s);
+	return st;
+}
+
+/* ---- the API ------------------------------------------------------------- */
+
+kvs_status kvs_catalog_open(kvs_catalog **out, const char *dir, kvs_error *err)
+{
+	*out = NULL;
+	if (!dir || !*dir)
+		return kvs_error_set(err, KVS_E_INVAL, "no directory given");
+	kvs_catalog *c = calloc(1, sizeof *c);
+	if (!c || !(c->dir = strdup(dir))) {
+		free(c);
+		return kvs_error_set(err, KVS_E_NOMEM, "%s: out of memory",
+		                     dir);
+	}
+	int lock = -1;
+	bool exists;
+	kvs_status st = lock_dir(dir, LOCK_EX, &lock, err);
+	if (st == KVS_OK)
+		st = remove_temporaries(dir, err);
+	if (st == KVS_OK)
+		st = read_catalog(dir, &c->cur, &exists, err);
+	if (st == KVS_OK && !exists) {
+		st = scan_segments(dir, &c->cur, err);
+		if (st == KVS_OK)
+			st = publish(dir, &c->cur, err);
+	}
+	/* under the lock, so that no replace() unlinks a segment meanwhile */
+	if (st == KVS_OK)
+		st = check_entries(dir, &c->cur, err);
+	unlock_dir(lock);
+	if (st != KVS_OK) {
+		kvs_catalog_close(c);
+		return st;
+	}
+	*out = c;
+	return KVS_OK;
+}
+
+void kvs_catalog_close(kvs_catalog *c)
+{
+	if (!c)
+		return;
+	state_free(&c->cur);
+	free(c->dir);
+	free(c);
+}
+
+/* The newest generation as the directory holds it (under some lock). */
+static kvs_status read_existing(const kvs_catalog *c, cat_state *s,
+                                kvs_error *err)
+{
+	bool exists;
+	kvs_status st = read_catalog(c->dir, s, &exists, err);
+	if (st == KVS_OK && !exists)
+		st = kvs_error_set(err, KVS_E_CORRUPT, "%s/%s: missing", c->dir,
+		                   KVS_CATALOG_FILE);
+	return st;
+}
+
+kvs_status kvs_catalog_reload(kvs_catalog *c, kvs_error *err)
+{
+	int lock = -1;
+	cat_state s = {0, 0, NULL};
+	kvs_status st = lock_dir(c->dir, LOCK_SH, &lock, err);
+	if (st == KVS_OK)
+		st = read_existing(c, &s, err);
+	if (st == KVS_OK)
+		st = check_entries(c->dir, &s, err);
+	unlock_dir(lock);
+	if (st != KVS_OK) {
+		state_free(&s);
+		return st;
+	}
+	state_free(&c->cur);
+	c->cur = s;
+	return KVS_OK;
+}
+
+uint64_t kvs_catalog_generation(const kvs_catalog *c)
+{
+	return c->cur.generation;
+}
+
+size_t kvs_catalog_count(const kvs_catalog *c)
+{
+	return c->cur.count;
+}
+
+const kvs_catalog_entry *kvs_catalog_entry_at(const kvs_catalog *c, size_t i)
+{
+	return i < c->cur.count ? &c->cur.entries[i] : NULL;
+}
+
+const char *kvs_catalog_dir(const kvs_catalog *c)
+{
+	return c->dir;
+}
+
+static ptrdiff_t find_live(const cat_state *s, const char *name)
+{
+	for (size_t i = 0; i < s->count; i++)
+		if (strcmp(s->entries[i].name, name) == 0)
+			return (ptrdiff_t)i;
+	return -1;
+}
+
+/* Makes next (published) c's snapshot. */
+static void adopt(kvs_catalog *c, cat_state *next)
+{
+	state_free(&c->cur);
+	c->cur = *next;
+	next->entries = NULL;
+	next->count = 0;
+}
+
+static kvs_status next_generation(const kvs_catalog *c, const cat_state *disk,
+                                  uint64_t *gen, kvs_error *err)
+{
+	if (disk->generation == UINT64_MAX)
+		return kvs_error_set(err, KVS_E_OVERFLOW,
+		                     "%s/%s: the generation cannot grow past "
+		                     "%" PRIu64,
+		                     c->dir, KVS_CATALOG_FILE,
+		                     disk->generation);
+	*gen = disk->generation + 1;
+	return KVS_OK;
+}
+
+kvs_status kvs_catalog_add(kvs_catalog *c, const char *name, kvs_error *err)
+{
+	kvs_status st = check_name(c->dir, name, "segment", err);
+	if (st != KVS_OK)
+		return st;
+	int lock = -1;
+	cat_state disk = {0, 0, NULL}, next = {0, 0, NULL};
+	kvs_catalog_entry e;
+	st = lock_dir(c->dir, LOCK_EX, &lock, err);
+	if (st == KVS_OK)
+		st = read_existing(c, &disk, err);
+	if (st != KVS_OK)
+		goto out;
+	if (find_live(&disk, name) >= 0) {
+		st = kvs_error_set(err, KVS_E_INVAL,
+		                   "%s/%s: already in the catalog", c->dir,
+		                   name);
+		goto out;
+	}
+	if (disk.count >= KVS_CATALOG_MAX_SEGMENTS) {
+		st = kvs_error_set(err, KVS_E_RANGE,
+		                   "%s: the catalog holds %d segments already",
+		                   c->dir, KVS_CATALOG_MAX_SEGMENTS);
+		goto out;
+	}
+	if ((st = new_entry(c->dir, name, &e, err)) != KVS_OK ||
+	    (st = next_generation(c, &disk, &next.generation, err)) != KVS_OK)
+		goto out;
+	next.entries = malloc((disk.count + 1) * sizeof *next.entries);
+	if (!next.entries) {
+		st = kvs_error_set(err, KVS_E_NOMEM, "%s: out of memory",
+		                   c->dir);
+		goto out;
+	}
+	if (disk.count)
+		memcpy(next.entries, disk.entries,
+		       disk.count * sizeof *next.entries);
+	next.entries[disk.count] = e;
+	next.count = disk.count + 1;
+	if ((st = publish(c->dir, &next, err)) == KVS_OK)
+		adopt(c, &next);
+out:
+	unlock_dir(lock);
+	state_free(&disk);
+	state_free(&next);
+	return st;
+}
+
+/* Arguments of replace() that can be checked without the directory. */
+static kvs_status check_replace_args(const kvs_catalog *c,
+                                     const char *const *inputs, size_t n,
+                                     const char *output, kvs_error *err)
+{
+	if (n == 0 || !inputs)
+		return kvs_error_set(err, KVS_E_INVAL,
+		                     "%s: replace needs at least one input",
+		                     c->dir);
+	if (n > KVS_CATALOG_MAX_SEGMENTS)
+		return kvs_error_set(
+		    err, KVS_E_RANGE,
+		    "%s: %zu inputs, more than a catalog holds", c->dir, n);
+	for (size_t i = 0; i < n; i++) {
+		kvs_status st = check_name(c->dir, inputs[i], "input", err);
+		if (st != KVS_OK)
+			return st;
+		if (output && strcmp(inputs[i], output) == 0)
+			return kvs_error_set(
+			    err, KVS_E_INVAL,
+			    "%s/%s: the output is also an input", c->dir,
+			    output);
+	}
+	if (output)
+		return check_name(c->dir, output, "output", err);
+	return KVS_OK;
+}
+
+kvs_status kvs_catalog_replace(kvs_catalog *c, uint64_t expected_generation,
+                               const char *const *inputs, size_t n,
+                               const char *output, bool unlink_inputs,
+                               kvs_error *err)
+{
+	kvs_status st = check_replace_args(c, inputs, n, output, err);
+	if (st != KVS_OK)
+		return st;
+	int lock = -1;
+	cat_state disk = {0, 0, NULL}, next = {0, 0, NULL};
+	kvs_catalog_entry out_entry;
+	st = lock_dir(c->dir, LOCK_EX, &lock, err);
+	if (st == KVS_OK)
+		st = read_existing(c, &disk, err);
+	if (st != KVS_OK)
+		goto out;
+	if (disk.generation != expected_generation) {
+		st =
+		    kvs_error_set(err, KVS_E_CONFLICT,
+		                  "%s/%s: the catalog is at generation %" PRIu64
+		                  ", not the expected %" PRIu64,
+		                  c->dir, KVS_CATALOG_FILE, disk.generation,
+		                  expected_generation);
+		goto out;
+	}
+	/* inputs: live, oldest first, consecutive (which also makes them
+	 * distinct) */
+	ptrdiff_t first = find_live(&disk, inputs[0]);
+	for (size_t i = 0; i < n; i++) {
+		ptrdiff_t at = i == 0 ? first : find_live(&disk, inputs[i]);
+		if (at < 0) {
+			st = kvs_error_set(err, KVS_E_INVAL,
+			                   "%s/%s: input is not a live segment "
+			                   "of generation %" PRIu64,
+			                   c->dir, inputs[i], disk.generation);
+			goto out;
+		}
+		if ((size_t)at != (size_t)first + i) {
+			st = kvs_error_set(
+			    err, KVS_E_INVAL,
+			    "%s/%s: input %zu is not the segment "
+			    "after input %zu in age order; inputs "
+			    "must be consecutive, oldest first",
+			    c->dir, inputs[i], i, i - 1);
+			goto out;
+		}
+	}
+	if (output && find_live(&disk, output) >= 0) {
+		st =
+		    kvs_error_set(err, KVS_E_INVAL,
+		                  "%s/%s: the output is already in the catalog",
+		                  c->dir, output);
+		goto out;
+	}
+	if (output &&
+	    (st = new_entry(c->dir, output, &out_entry, err)) != KVS_OK)
+		goto out;
+	if ((st = next_generation(c, &disk, &next.generation, err)) != KVS_OK)
+		goto out;
+
+	size_t keep = disk.count - n, pos = 0;
+	next.entries = malloc((keep + 1) * sizeof *next.entries);
+	if (!next.entries) {
+		st = kvs_error_set(err, KVS_E_NOMEM, "%s: out of memory",
+		                   c->dir);
+		goto out;
+	}
+	for (size_t i = 0; i < disk.count; i++) {
+		if (i >= (size_t)first && i < (size_t)first + n) {
+			if (output && i == (size_t)first + n - 1)
+				next.entries[pos++] = out_entry;
+			continue;
+		}
+		next.entries[pos++] = disk.entries[i];
+	}
+	next.count = pos;
+	if ((st = publish(c->dir, &next, err)) != KVS_OK)
+		goto out;
+
+	/* The new generation is durable: the inputs are garbage now. They
+	 * are unlinked before adopt(), as inputs may point into c's own
+	 * entries. A failure here still leaves next published. */
+	for (size_t i = 0; unlink_inputs && i < n; i++) {
+		char path[PATH_MAX];
+		if (path_in(path, c->dir, inputs[i], NULL) != KVS_OK)
+			continue; /* cannot happen: it was found live */
+		if (unlink(path) < 0 && errno != ENOENT && st == KVS_OK)
+			st = kvs_error_set(err, KVS_E_IO,
+			                   "%s: generation %" PRIu64
+			                   " is published, but unlinking a "
+			                   "replaced input failed: %s",
+			                   path, next.generation,
+			                   strerror(errno));
+	}
+	if (unlink_inputs) {
+		kvs_status st2 = fsync_dir(c->dir, st == KVS_OK ? err : NULL);
+		if (st == KVS_OK)
+			st = st2;
+	}
+	adopt(c, &next);
+out:
+	unlock_dir(lock);
+	state_free(&disk);
+	state_free(&next);
+	return st;
+}

@@ -1,0 +1,1266 @@
+/*
+ * test_catalog.c — the catalog (kvseg/catalog.h): which segments of a
+ * directory are live, publication, compare-and-swap, recovery.
+ *
+ * What it proves:
+ *   - open of an empty directory publishes an empty catalog (generation
+ *     1); open of a directory of segment files without a catalog names
+ *     exactly the files that open as segments (not dot files, other
+ *     files, directories), ordered by sequence, then name;
+ *   - add and replace publish generation + 1, and the CATALOG file is, byte
+ *     for byte, what FORMAT.md §10 describes (a reference encoder written
+ *     here, entries filled from the segment files' own bytes);
+ *   - replace is a compare-and-swap: a stale generation fails with
+ *     KVS_E_CONFLICT; inputs that are missing, not consecutive or out of
+ *     order, an output that is live, missing or an input, bad names: all
+ *     fail with a message, and after every failure the CATALOG file is
+ *     unchanged; output NULL removes; unlink_inputs removes the files;
+ *     reload sees another handle's publication;
+ *   - recovery: orphaned temporaries of the catalog and of segment writers
+ *     are removed by open (other dot files are not); a named segment that
+ *     is missing, of another size, or with another header is KVS_E_CORRUPT
+ *     naming it; every single-byte change (three ways) and every
+ *     truncation of a CATALOG file, appended bytes, and catalogs with a
+ *     valid CRC32C but bad contents (counts, name lengths, names,
+ *     duplicates, generation 0, version) fail with a message naming the
+ *     file;
+ *   - crash consistency: a child process loops writing a segment, adding
+ *     it, merging all live segments (kvs_merge) and publishing the merge
+ *     with replace; it is SIGKILLed after a random delay (0-50 ms), 25
+ *     times. After each kill, open gives the generation the child last
+ *     reported, or the next one if a publication was under way; every
+ *     named segment opens and verifies; the composed view of the named
+ *     segments (newest binding wins) equals an oracle computed from the
+ *     newest source segment the catalog covers; and no temporary file
+ *     remains.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "kvseg/catalog.h"
+#include "kvseg/crc32c.h"
+#include "kvseg/merge.h"
+#include "kvseg/segment.h"
+#include "testutil.h"
+
+#define SEED 0xCA7A106ull
+
+static uint64_t g_seed;
+static const char *g_seq = "";  /* the case under test, for messages */
+static const char *g_mode = ""; /* unused: one mode */
+static char g_tmp[PATH_MAX];    /* this run's temporary directory */
+
+/* A failed call must say why: a status in err and a message. */
+#define EXPECT_ERR(st, err, ...)                                               \
+	do {                                                                   \
+		if ((st) == KVS_OK)                                            \
+			FAILF(__VA_ARGS__);                                    \
+		if ((err).status != (st) || (err).message[0] == '\0') {        \
+			print_error("returned %s but err holds %s \"%s\": ",   \
+			            test_status_name(st),                      \
+			            test_status_name((err).status),            \
+			            (err).message);                            \
+			FAILF(__VA_ARGS__);                                    \
+		}                                                              \
+	} while (0)
+
+#define EXPECT_OK(st, err, ...)                                                \
+	do {                                                                   \
+		if ((st) != KVS_OK) {                                          \
+			print_error("%s \"%s\": ", test_status_name(st),       \
+			            (err).message);                            \
+			FAILF(__VA_ARGS__);                                    \
+		}                                                              \
+	} while (0)
+
+static void expect_mentions(const kvs_error *err, const char *what,
+                            const char *when)
+{
+	if (strstr(err->message, what) == NULL)
+		FAILF("%s: the message \"%s\" does not name %s", when,
+		      err->message, what);
+}
+
+/* ---- files and directories ----------------------------------------------- */
+
+static void path_join(char out[PATH_MAX], const char *dir, const char *name)
+{
+	int n = snprintf(out, PATH_MAX, "%s/%s", dir, name);
+	assert_true(n > 0 && n < PATH_MAX);
+}
+
+/* A fresh directory under this run's temporary directory. */
+static void make_subdir(char out[PATH_MAX], const char *name)
+{
+	path_join(out, g_tmp, name);
+	assert_int_equal(mkdir(out, 0700), 0);
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		FAILF("cannot open %s: %s", path, strerror(errno));
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	long sz = ftell(f);
+	assert_true(sz >= 0);
+	rewind(f);
+	uint8_t *buf = malloc(sz ? (size_t)sz : 1);
+	assert_non_null(buf);
+	assert_true(fread(buf, 1, (size_t)sz, f) == (size_t)sz);
+	fclose(f);
+	*len = (size_t)sz;
+	return buf;
+}
+
+static void spill(const char *path, const void *data, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f)
+		FAILF("cannot create %s: %s", path, strerror(errno));
+	assert_true(fwrite(data, 1, len, f) == len);
+	assert_int_equal(fclose(f), 0);
+}
+
+static bool exists(const char *dir, const char *name)
+{
+	char p[PATH_MAX];
+	struct stat sb;
+	path_join(p, dir, name);
+	return lstat(p, &sb) == 0;
+}
+
+/* A temporary as open() must remove it: a leading '.' and ".tmp-". */
+static unsigned count_temporaries(const char *dir, char *first, size_t cap)
+{
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	unsigned n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		if (e->d_name[0] == '.' && strstr(e->d_name, ".tmp-")) {
+			if (n++ == 0 && first)
+				snprintf(first, cap, "%s", e->d_name);
+		}
+	closedir(d);
+	return n;
+}
+
+/* ---- segments and their content oracle ------------------------------------
+ *
+ * Source segment s (s >= 1) holds key i of KEYS ("key%04u") when
+ * (7i + 3s) mod 5 < 2: a tombstone when (i + s) mod 11 == 0, else the
+ * value "s<s>/i<i>". The newest binding of key i among sources 1..S is
+ * that of the largest such s <= S.
+ */
+#define KEYS 256
+
+static bool src_has(uint64_t s, unsigned i)
+{
+	return (7 * (uint64_t)i + 3 * s) % 5 < 2;
+}
+
+static bool src_tomb(uint64_t s, unsigned i)
+{
+	return ((uint64_t)i + s) % 11 == 0;
+}
+
+static int src_value(char *out, size_t cap, uint64_t s, unsigned i)
+{
+	return snprintf(out, cap, "s%" PRIu64 "/i%u", s, i);
+}
+
+/* Writes source segment src at dir/name with the given sequence; returns
+ * 0, or -1 with err set (the crash child cannot use cmocka). */
+static int try_write_source(const char *dir, const char *name, uint64_t seq,
+                            uint64_t src, kvs_error *err)
+{
+	char path[PATH_MAX];
+	if (snprintf(path, sizeof path, "%s/%s", dir, name) >= PATH_MAX)
+		return -1;
+	kvs_writer_options o = {0};
+	o.sequence = seq;
+	o.flags = KVS_WRITER_NO_SYNC;
+	kvs_writer *w;
+	if (kvs_writer_open(&w, path, &o, err) != KVS_OK)
+		return -1;
+	for (unsigned i = 0; i < KEYS; i++) {
+		if (!src_has(src, i))
+			continue;
+		char key[16], val[48];
+		int kl = snprintf(key, sizeof key, "key%04u", i);
+		int vl = src_value(val, sizeof val, src, i);
+		kvs_kind kind =
+		    src_tomb(src, i) ? KVS_KIND_TOMBSTONE : KVS_KIND_VALUE;
+		if (kvs_writer_add_bytes(w, key, (size_t)kl, kind, val,
+		                         (size_t)vl, err) != KVS_OK) {
+			kvs_writer_free(w);
+			return -1;
+		}
+	}
+	kvs_status st = kvs_writer_finish(w, err);
+	kvs_writer_free(w);
+	return st == KVS_OK ? 0 : -1;
+}
+
+static void write_source(const char *dir, const char *name, uint64_t seq,
+                         uint64_t src)
+{
+	kvs_error err = {0};
+	if (try_write_source(dir, name, seq, src, &err) != 0)
+		FAILF("writing %s/%s: %s", dir, name, err.message);
+}
+
+static void write_segment(const char *dir, const char *name, uint64_t seq)
+{
+	write_source(dir, name, seq, seq);
+}
+
+/* ---- the catalog file, from FORMAT.md §10 ---------------------------------
+ */
+
+typedef struct bytes {
+	uint8_t *d;
+	size_t len, cap;
+} bytes;
+
+static void put(bytes *b, const void *p, size_t n)
+{
+	if (b->len + n > b->cap) {
+		b->cap = (b->len + n) * 2 + 64;
+		b->d = realloc(b->d, b->cap);
+		assert_non_null(b->d);
+	}
+	if (n)
+		memcpy(b->d + b->len, p, n);
+	b->len += n;
+}
+
+static void put_le(bytes *b, uint64_t v, unsigned n)
+{
+	uint8_t t[8];
+	for (unsigned k = 0; k < n; k++)
+		t[k] = (uint8_t)(v >> (8 * k));
+	put(b, t, n);
+}
+
+static void put_crc(bytes *b)
+{
+	put_le(b, kvs_crc32c(0, b->d, b->len), 4);
+}
+
+static void ref_header(bytes *b, uint32_t version, uint64_t gen, uint32_t count)
+{
+	put(b, "\x89KVCAT\r\n", 8);
+	put_le(b, version, 4);
+	put_le(b, gen, 8);
+	put_le(b, count, 4);
+}
+
+static void ref_entry(bytes *b, const char *name, size_t name_len, uint64_t seq,
+                      uint64_t size, uint32_t crc)
+{
+	put_le(b, name_len, 2);
+	put(b, name, name_len);
+	put_le(b, seq, 8);
+	put_le(b, size, 8);
+	put_le(b, crc, 4);
+}
+
+typedef struct seg_facts {
+	uint64_t sequence, size;
+	uint32_t header_crc;
+} seg_facts;
+
+/* What a catalog should record of dir/name, read from its bytes (§5.1). */
+static seg_facts facts_of(const char *dir, const char *name)
+{
+	char p[PATH_MAX];
+	path_join(p, dir, name);
+	size_t len;
+	uint8_t *d = slurp(p, &len);
+	assert_true(len >= 128);
+	seg_facts f = {test_get_le64(d + 56), len,
+	               (uint32_t)(test_get_le64(d + 120) >> 32)};
+	free(d);
+	return f;
+}
+
+/* The CATALOG that names names[0 .. n) (oldest first) at generation gen. */
+static bytes ref_catalog(const char *dir, uint64_t gen,
+                         const char *const *names, size_t n)
+{
+	bytes b = {0};
+	ref_header(&b, 1, gen, (uint32_t)n);
+	for (size_t i = 0; i < n; i++) {
+		seg_facts f = facts_of(dir, names[i]);
+		ref_entry(&b, names[i], strlen(names[i]), f.sequence, f.size,
+		          f.header_crc);
+	}
+	put_crc(&b);
+	return b;
+}
+
+/* The handle and the CATALOG file both say: generation gen, names[]. */
+static void expect_catalog(const kvs_catalog *c, uint64_t gen,
+                           const char *const *names, size_t n, const char *when)
+{
+	const char *dir = kvs_catalog_dir(c);
+	EXPECT_U64(kvs_catalog_generation(c), gen, "%s: generation", when);
+	EXPECT_U64(kvs_catalog_count(c), n, "%s: entry count", when);
+	for (size_t i = 0; i < n; i++) {
+		const kvs_catalog_entry *e = kvs_catalog_entry_at(c, i);
+		assert_non_null(e);
+		if (strcmp(e->name, names[i]) != 0)
+			FAILF("%s: entry %zu is %s, expected %s", when, i,
+			      e->name, names[i]);
+		seg_facts f = facts_of(dir, names[i]);
+		EXPECT_U64(e->sequence, f.sequence, "%s: %s sequence", when,
+		           names[i]);
+		EXPECT_U64(e->size, f.size, "%s: %s size", when, names[i]);
+		EXPECT_U64(e->header_crc, f.header_crc, "%s: %s header CRC",
+		           when, names[i]);
+	}
+	CHECK(kvs_catalog_entry_at(c, n) == NULL, "%s: entry past the end",
+	      when);
+	char p[PATH_MAX];
+	path_join(p, dir, KVS_CATALOG_FILE);
+	size_t len;
+	uint8_t *got = slurp(p, &len);
+	bytes want = ref_catalog(dir, gen, names, n);
+	if (len != want.len || memcmp(got, want.d, len) != 0) {
+		size_t at = 0;
+		while (at < len && at < want.len && got[at] == want.d[at])
+			at++;
+		FAILF("%s: CATALOG (%zu bytes) differs from FORMAT.md §10 "
+		      "(%zu bytes) at byte %zu",
+		      when, len, want.len, at);
+	}
+	free(got);
+	free(want.d);
+}
+
+static kvs_catalog *open_ok(const char *dir, const char *when)
+{
+	kvs_catalog *c = NULL;
+	kvs_error err = {0};
+	kvs_status st = kvs_catalog_open(&c, dir, &err);
+	EXPECT_OK(st, err, "%s: kvs_catalog_open(%s)", when, dir);
+	return c;
+}
+
+/* ---- basics -------------------------------------------------------------- */
+
+static void test_empty_dir(void **state)
+{
+	(void)state;
+	g_seq = "empty directory";
+	char dir[PATH_MAX];
+	make_subdir(dir, "empty");
+	kvs_catalog *c = open_ok(dir, "first open");
+	expect_catalog(c, 1, NULL, 0, "first open");
+	CHECK(strcmp(kvs_catalog_dir(c), dir) == 0, "kvs_catalog_dir");
+	CHECK(exists(dir, "CATALOG.lock"), "the lock file is created");
+	/* the example of FORMAT.md §10.2, CRC32C computed outside libkvseg */
+	static const uint8_t example[28] = {
+	    0x89, 0x4B, 0x56, 0x43, 0x41, 0x54, 0x0D, 0x0A, 0x01, 0x00,
+	    0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	    0x00, 0x00, 0x00, 0x00, 0xBE, 0x80, 0x75, 0x6C};
+	char p[PATH_MAX];
+	path_join(p, dir, KVS_CATALOG_FILE);
+	size_t len;
+	uint8_t *d = slurp(p, &len);
+	CHECK(len == sizeof example && memcmp(d, example, len) == 0,
+	      "the empty catalog is the example of FORMAT.md §10.2");
+	free(d);
+	kvs_catalog_close(c);
+	/* a second open reads it and publishes nothing */
+	c = open_ok(dir, "second open");
+	expect_catalog(c, 1, NULL, 0, "second open");
+	kvs_error err = {0};
+	EXPECT_OK(kvs_catalog_reload(c, &err), err, "reload");
+	expect_catalog(c, 1, NULL, 0, "reload");
+	kvs_catalog_close(c);
+	kvs_catalog_close(NULL);
+
+	kvs_status st = kvs_catalog_open(&c, "", &err);
+	EXPECT_ERR(st, err, "open of an empty path");
+	char missing[PATH_MAX];
+	path_join(missing, g_tmp, "no-such-dir");
+	memset(&err, 0, sizeof err);
+	st = kvs_catalog_open(&c, missing, &err);
+	EXPECT_ERR(st, err, "open of a missing directory");
+	expect_mentions(&err, missing, "a missing directory");
+	CHECK(c == NULL, "no handle after a failed open");
+}
+
+static void test_scan_without_catalog(void **state)
+{
+	(void)state;
+	g_seq = "directory without a catalog";
+	char dir[PATH_MAX], p[PATH_MAX];
+	make_subdir(dir, "scan");
+	write_segment(dir, "c", 1);
+	write_segment(dir, "a", 3);
+	write_segment(dir, "d", 2);
+	write_segment(dir, "b", 2);
+	write_segment(dir, ".hidden", 0); /* dot files are never named */
+	path_join(p, dir, "notes.txt");
+	spill(p, "not a segment\n", 14);
+	path_join(p, dir, "short");
+	spill(p, "", 0);
+	path_join(p, dir, "subdir");
+	assert_int_equal(mkdir(p, 0700), 0);
+	path_join(p, dir, "link");
+	assert_int_equal(symlink("a", p), 0);
+
+	kvs_catalog *c = open_ok(dir, "scan");
+	const char *want[] = {"c", "b", "d", "a"};
+	expect_catalog(c, 1, want, 4, "scan: sequence, then name");
+	kvs_catalog_close(c);
+	c = open_ok(dir, "reopen");
+	expect_catalog(c, 1, want, 4, "reopen");
+	kvs_catalog_close(c);
+}
+
+static void test_add(void **state)
+{
+	(void)state;
+	g_seq = "add";
+	char dir[PATH_MAX], p[PATH_MAX];
+	make_subdir(dir, "add");
+	kvs_catalog *c = open_ok(dir, "open");
+	kvs_error err = {0};
+	write_segment(dir, "s1", 1);
+	write_segment(dir, "s2", 2);
+	EXPECT_OK(kvs_catalog_add(c, "s1", &err), err, "add s1");
+	const char *one[] = {"s1"};
+	expect_catalog(c, 2, one, 1, "after add s1");
+	EXPECT_OK(kvs_catalog_add(c, "s2", &err), err, "add s2");
+	const char *two[] = {"s1", "s2"};
+	expect_catalog(c, 3, two, 2, "after add s2");
+
+	/* failures change nothing */
+	path_join(p, dir, "junk");
+	spill(p, "junk junk junk", 14);
+	path_join(p, dir, "sub");
+	assert_int_equal(mkdir(p, 0700), 0);
+	const char *bad[] = {"s1",  "missing", "junk",        "sub",
+	                     "",    ".",       "..",          ".s2",
+	                     "s/2", "CATALOG", "CATALOG.lock"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		memset(&err, 0, sizeof err);
+		kvs_status st = kvs_catalog_add(c, bad[i], &err);
+		EXPECT_ERR(st, err, "add of \"%s\" must fail", bad[i]);
+		if (bad[i][0])
+			expect_mentions(&err, bad[i], "a failed add");
+		expect_catalog(c, 3, two, 2, "after a failed add");
+	}
+	char longname[KVS_CATALOG_MAX_NAME + 2];
+	memset(longname, 'x', sizeof longname - 1);
+	longname[sizeof longname - 1] = '\0';
+	kvs_status st = kvs_catalog_add(c, longname, &err);
+	EXPECT_ERR(st, err, "add of a 256-byte name");
+	st = kvs_catalog_add(c, NULL, &err);
+	EXPECT_ERR(st, err, "add of NULL");
+	expect_catalog(c, 3, two, 2, "after the failed adds");
+
+	/* a 255-byte name is fine (too long for the writer's temporary) */
+	longname[KVS_CATALOG_MAX_NAME] = '\0';
+	write_segment(dir, "long", 9);
+	char from[PATH_MAX], to[PATH_MAX];
+	path_join(from, dir, "long");
+	path_join(to, dir, longname);
+	assert_int_equal(rename(from, to), 0);
+	EXPECT_OK(kvs_catalog_add(c, longname, &err), err, "add long name");
+	const char *three[] = {"s1", "s2", longname};
+	expect_catalog(c, 4, three, 3, "after adding a 255-byte name");
+	kvs_catalog_close(c);
+	c = open_ok(dir, "reopen");
+	expect_catalog(c, 4, three, 3, "reopen");
+	kvs_catalog_close(c);
+	CHECK(count_temporaries(dir, NULL, 0) == 0, "no temporaries left");
+}
+
+/* A catalog of s1 .. sN at generation N + 1. */
+static kvs_catalog *make_numbered(const char *dir, unsigned n)
+{
+	kvs_catalog *c = open_ok(dir, "open");
+	kvs_error err = {0};
+	for (unsigned i = 1; i <= n; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "s%u", i);
+		write_segment(dir, name, i);
+		EXPECT_OK(kvs_catalog_add(c, name, &err), err, "add %s", name);
+	}
+	EXPECT_U64(kvs_catalog_generation(c), n + 1, "setup generation");
+	return c;
+}
+
+static void test_replace(void **state)
+{
+	(void)state;
+	g_seq = "replace";
+	char dir[PATH_MAX];
+	make_subdir(dir, "replace");
+	kvs_catalog *c = make_numbered(dir, 5);
+	kvs_error err = {0};
+	write_segment(dir, "m23", 3);
+	const char *in23[] = {"s2", "s3"};
+	EXPECT_OK(kvs_catalog_replace(c, 6, in23, 2, "m23", false, &err), err,
+	          "replace s2 s3 by m23");
+	const char *after[] = {"s1", "m23", "s4", "s5"};
+	expect_catalog(c, 7, after, 4, "after replace");
+	CHECK(exists(dir, "s2") && exists(dir, "s3"),
+	      "inputs stay without unlink_inputs");
+
+	/* compare-and-swap: a stale generation conflicts */
+	write_segment(dir, "m45", 5);
+	const char *in45[] = {"s4", "s5"};
+	for (uint64_t g = 5; g <= 8; g++) {
+		if (g == 7)
+			continue;
+		memset(&err, 0, sizeof err);
+		kvs_status st =
+		    kvs_catalog_replace(c, g, in45, 2, "m45", true, &err);
+		EXPECT_ST(st, KVS_E_CONFLICT, "replace at generation %" PRIu64,
+		          g);
+		EXPECT_ERR(st, err, "conflict message");
+		expect_catalog(c, 7, after, 4, "after a conflict");
+		CHECK(exists(dir, "s4") && exists(dir, "s5"),
+		      "a conflict unlinks nothing");
+	}
+
+	/* bad inputs and outputs change nothing */
+	write_segment(dir, "m", 6);
+	struct {
+		const char *in[3];
+		size_t n;
+		const char *out;
+		const char *why;
+	} bad[] = {
+	    {{"s1", "s4"}, 2, "m", "inputs not consecutive"},
+	    {{"s4", "m23"}, 2, "m", "inputs in the wrong order"},
+	    {{"s5", "s4"}, 2, "m", "inputs reversed"},
+	    {{"s4", "s4"}, 2, "m", "an input twice"},
+	    {{"nope"}, 1, "m", "a missing input"},
+	    {{"s2"}, 1, "m", "an input no longer live"},
+	    {{"s4", "s5", "nope"}, 3, "m", "a missing last input"},
+	    {{"s4"}, 1, "s5", "an output that is live"},
+	    {{"s4"}, 1, "s4", "an output that is an input"},
+	    {{"s4"}, 1, "absent", "a missing output"},
+	    {{"s4"}, 1, ".m", "a dot output"},
+	    {{"s4"}, 1, "a/b", "an output with a slash"},
+	    {{"../s4"}, 1, "m", "an input with a slash"},
+	    {{"s4"}, 0, "m", "no inputs"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		memset(&err, 0, sizeof err);
+		kvs_status st = kvs_catalog_replace(c, 7, bad[i].in, bad[i].n,
+		                                    bad[i].out, true, &err);
+		EXPECT_ERR(st, err, "replace with %s must fail", bad[i].why);
+		CHECK(st != KVS_E_CONFLICT, "%s: not a conflict (%s)",
+		      bad[i].why, err.message);
+		expect_catalog(c, 7, after, 4, "after a failed replace");
+		CHECK(exists(dir, "s4") && exists(dir, "s5") &&
+		          exists(dir, "m"),
+		      "%s: a failed replace unlinks nothing", bad[i].why);
+	}
+	kvs_status st = kvs_catalog_replace(c, 7, NULL, 1, "m", false, &err);
+	EXPECT_ERR(st, err, "replace with NULL inputs");
+
+	/* the whole catalog by one segment */
+	const char *all[] = {"s1", "m23", "s4", "s5"};
+	EXPECT_OK(kvs_catalog_replace(c, 7, all, 4, "m", true, &err), err,
+	          "replace all by m");
+	const char *only[] = {"m"};
+	expect_catalog(c, 8, only, 1, "after replacing all");
+	for (size_t i = 0; i < 4; i++)
+		CHECK(!exists(dir, all[i]), "%s is unlinked", all[i]);
+	CHECK(count_temporaries(dir, NULL, 0) == 0, "no temporaries left");
+	kvs_catalog_close(c);
+}
+
+static void test_remove_and_unlink(void **state)
+{
+	(void)state;
+	g_seq = "removal";
+	char dir[PATH_MAX];
+	make_subdir(dir, "remove");
+	kvs_catalog *c = make_numbered(dir, 5);
+	kvs_error err = {0};
+	const char *oldest[] = {"s1"};
+	EXPECT_OK(kvs_catalog_replace(c, 6, oldest, 1, NULL, true, &err), err,
+	          "remove s1");
+	const char *a[] = {"s2", "s3", "s4", "s5"};
+	expect_catalog(c, 7, a, 4, "after removing s1");
+	CHECK(!exists(dir, "s1"), "s1 is unlinked");
+
+	const char *mid[] = {"s3", "s4"};
+	EXPECT_OK(kvs_catalog_replace(c, 7, mid, 2, NULL, false, &err), err,
+	          "remove s3 s4");
+	const char *b[] = {"s2", "s5"};
+	expect_catalog(c, 8, b, 2, "after removing s3 s4");
+	CHECK(exists(dir, "s3") && exists(dir, "s4"), "kept on disk");
+
+	/* a removed file can come back as the newest */
+	EXPECT_OK(kvs_catalog_add(c, "s3", &err), err, "add s3 again");
+	const char *d[] = {"s2", "s5", "s3"};
+	expect_catalog(c, 9, d, 3, "after adding s3 again");
+
+	EXPECT_OK(kvs_catalog_replace(c, 9, d, 3, NULL, true, &err), err,
+	          "remove all");
+	expect_catalog(c, 10, NULL, 0, "after removing all");
+	CHECK(!exists(dir, "s2") && !exists(dir, "s5") && !exists(dir, "s3"),
+	      "all unlinked");
+	CHECK(exists(dir, "s4"), "s4 was never unlinked");
+	kvs_catalog_close(c);
+	c = open_ok(dir, "reopen");
+	expect_catalog(c, 10, NULL, 0, "reopen");
+	kvs_catalog_close(c);
+}
+
+static void test_reload(void **state)
+{
+	(void)state;
+	g_seq = "two handles";
+	char dir[PATH_MAX];
+	make_subdir(dir, "reload");
+	kvs_catalog *a = make_numbered(dir, 2);
+	kvs_catalog *b = open_ok(dir, "second handle");
+	const char *two[] = {"s1", "s2"};
+	expect_catalog(b, 3, two, 2, "second handle");
+
+	kvs_error err = {0};
+	write_segment(dir, "s3", 3);
+	EXPECT_OK(kvs_catalog_add(a, "s3", &err), err, "a adds s3");
+	/* b is a snapshot of generation 3 until it reloads */
+	EXPECT_U64(kvs_catalog_generation(b), 3, "b before reload");
+	EXPECT_U64(kvs_catalog_count(b), 2, "b before reload");
+
+	/* b's replace at its stale generation conflicts */
+	write_segment(dir, "m", 3);
+	kvs_status st = kvs_catalog_replace(b, 3, two, 2, "m", true, &err);
+	EXPECT_ST(st, KVS_E_CONFLICT, "b replaces at a stale generation");
+	const char *three[] = {"s1", "s2", "s3"};
+	expect_catalog(a, 4, three, 3, "a after b's conflict");
+
+	EXPECT_OK(kvs_catalog_reload(b, &err), err, "b reloads");
+	expect_catalog(b, 4, three, 3, "b after reload");
+	EXPECT_OK(kvs_catalog_replace(b, 4, two, 2, "m", true, &err), err,
+	          "b replaces after reload");
+	const char *after[] = {"m", "s3"};
+	expect_catalog(b, 5, after, 2, "b after replace");
+	/* add appends to what is on disk, whatever a's snapshot */
+	write_segment(dir, "s4", 4);
+	EXPECT_OK(kvs_catalog_add(a, "s4", &err), err, "a adds s4");
+	const char *last[] = {"m", "s3", "s4"};
+	expect_catalog(a, 6, last, 3, "a after add");
+	EXPECT_OK(kvs_catalog_reload(b, &err), err, "b reloads again");
+	expect_catalog(b, 6, last, 3, "b after the second reload");
+	kvs_catalog_close(a);
+	kvs_catalog_close(b);
+}
+
+/* ---- recovery ------------------------------------------------------------ */
+
+static void test_temporaries(void **state)
+{
+	(void)state;
+	g_seq = "orphaned temporaries";
+	char dir[PATH_MAX], p[PATH_MAX];
+	make_subdir(dir, "temps");
+	kvs_catalog *c = make_numbered(dir, 1);
+	kvs_catalog_close(c);
+	const char *orphans[] = {".CATALOG.tmp-abc123", ".seg1.tmp-xyz789",
+	                         ".CATALOG.tmp-", ".s1.tmp-AbC09z"};
+	const char *keep[] = {".keep", "seg1.tmp-abcdef", ".x.tmp-abc",
+	                      ".x.tmp-abcdefg"};
+	for (size_t i = 0; i < 4; i++) {
+		path_join(p, dir, orphans[i]);
+		spill(p, "partial", 7);
+		path_join(p, dir, keep[i]);
+		spill(p, "other", 5);
+	}
+	c = open_ok(dir, "recovery");
+	const char *one[] = {"s1"};
+	expect_catalog(c, 2, one, 1, "after recovery");
+	for (size_t i = 0; i < 4; i++) {
+		CHECK(!exists(dir, orphans[i]), "%s is removed", orphans[i]);
+		CHECK(exists(dir, keep[i]), "%s is kept", keep[i]);
+	}
+	kvs_catalog_close(c);
+
+	/* a directory without a catalog is swept before it is scanned */
+	make_subdir(dir, "temps-scan");
+	write_segment(dir, "a", 1);
+	path_join(p, dir, ".a.tmp-qwerty");
+	spill(p, "partial", 7);
+	path_join(p, dir, ".CATALOG.tmp-zzzzzz");
+	spill(p, "partial", 7);
+	c = open_ok(dir, "scan with temporaries");
+	const char *a[] = {"a"};
+	expect_catalog(c, 1, a, 1, "scan with temporaries");
+	CHECK(count_temporaries(dir, NULL, 0) == 0, "temporaries removed");
+	kvs_catalog_close(c);
+}
+
+static void expect_open_corrupt(const char *dir, const char *name,
+                                const char *when)
+{
+	kvs_catalog *c = NULL;
+	kvs_error err = {0};
+	kvs_status st = kvs_catalog_open(&c, dir, &err);
+	EXPECT_ERR(st, err, "%s: open must fail", when);
+	EXPECT_ST(st, KVS_E_CORRUPT, "%s: %s", when, err.message);
+	expect_mentions(&err, name, when);
+	CHECK(c == NULL, "%s: no handle", when);
+}
+
+static void test_bad_segments(void **state)
+{
+	(void)state;
+	g_seq = "named segments";
+	char dir[PATH_MAX], p[PATH_MAX], q[PATH_MAX];
+	make_subdir(dir, "badseg");
+	kvs_catalog *c = make_numbered(dir, 3);
+	kvs_catalog *other = open_ok(dir, "second handle");
+	path_join(p, dir, "s2");
+	path_join(q, dir, "s2.saved");
+	assert_int_equal(rename(p, q), 0);
+	expect_open_corrupt(dir, "s2", "s2 missing");
+	kvs_error err = {0};
+	kvs_status st = kvs_catalog_reload(other, &err);
+	EXPECT_ST(st, KVS_E_CORRUPT, "reload with s2 missing");
+	expect_mentions(&err, "s2", "reload with s2 missing");
+	EXPECT_U64(kvs_catalog_generation(other), 4,
+	           "a failed reload keeps the snapshot");
+
+	/* another segment under the name: other size (longer values) */
+	write_source(dir, "s2", 2, 100);
+	expect_open_corrupt(dir, "s2", "s2 of another size");
+	/* same size, other header (sequence) */
+	write_source(dir, "s2", 12, 2);
+	CHECK(facts_of(dir, "s2").size == facts_of(dir, "s2.saved").size,
+	      "the sequence alone changes the header");
+	expect_open_corrupt(dir, "s2", "s2 with another header");
+	/* a header byte changed in place: its CRC32C no longer matches */
+	size_t len;
+	uint8_t *d = slurp(q, &len);
+	d[20] ^= 1;
+	spill(p, d, len);
+	expect_open_corrupt(dir, "s2", "s2 with a damaged header");
+	/* not a segment at all; a directory */
+	spill(p, "x", 1);
+	expect_open_corrupt(dir, "s2", "s2 not a segment");
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(mkdir(p, 0700), 0);
+	expect_open_corrupt(dir, "s2", "s2 a directory");
+	assert_int_equal(rmdir(p), 0);
+
+	/* the original back: all is well */
+	d[20] ^= 1;
+	spill(p, d, len);
+	free(d);
+	kvs_catalog_close(c);
+	c = open_ok(dir, "s2 restored");
+	const char *three[] = {"s1", "s2", "s3"};
+	expect_catalog(c, 4, three, 3, "s2 restored");
+	EXPECT_OK(kvs_catalog_reload(other, &err), err, "reload");
+	kvs_catalog_close(other);
+	kvs_catalog_close(c);
+}
+
+/* open must fail with a message that names CATALOG, and never crash */
+static void expect_catalog_refused(const char *dir, const char *when)
+{
+	kvs_catalog *c = NULL;
+	kvs_error err = {0};
+	kvs_status st = kvs_catalog_open(&c, dir, &err);
+	EXPECT_ERR(st, err, "%s: open must fail", when);
+	expect_mentions(&err, KVS_CATALOG_FILE, when);
+	CHECK(c == NULL, "%s: no handle", when);
+}
+
+static void test_corrupt_catalog(void **state)
+{
+	(void)state;
+	g_seq = "corrupt CATALOG";
+	char dir[PATH_MAX], p[PATH_MAX];
+	make_subdir(dir, "corrupt");
+	kvs_catalog *c = make_numbered(dir, 3);
+	kvs_catalog_close(c);
+	path_join(p, dir, KVS_CATALOG_FILE);
+	size_t len;
+	uint8_t *good = slurp(p, &len);
+	uint8_t *bad = malloc(len + 1);
+	assert_non_null(bad);
+	char when[96];
+
+	static const uint8_t flips[] = {0x01, 0x80, 0xFF};
+	for (size_t i = 0; i < len; i++)
+		for (size_t f = 0; f < sizeof flips; f++) {
+			memcpy(bad, good, len);
+			bad[i] ^= flips[f];
+			spill(p, bad, len);
+			snprintf(when, sizeof when, "byte %zu ^ 0x%02x", i,
+			         flips[f]);
+			expect_catalog_refused(dir, when);
+		}
+	for (size_t n = 0; n < len; n++) {
+		spill(p, good, n);
+		snprintf(when, sizeof when, "truncated to %zu bytes", n);
+		expect_catalog_refused(dir, when);
+	}
+	memcpy(bad, good, len);
+	bad[len] = 0;
+	spill(p, bad, len + 1);
+	expect_catalog_refused(dir, "one byte appended");
+
+	/* a valid CRC32C over bad contents: the checks behind it */
+	seg_facts f1 = facts_of(dir, "s1"), f2 = facts_of(dir, "s2");
+	/* names: the given bytes, then fill up to name_len (at most 256);
+	 * a longer name_len is written as the length field alone */
+	struct {
+		const char *why;
+		uint32_t version, count;
+		uint64_t gen;
+		const char *names[2];
+		size_t name_len[2];
+		char fill;
+		kvs_status want;
+	} cases[] = {
+	    {"version 2", 2, 1, 4, {"s1"}, {2}, 0, KVS_E_UNSUPPORTED},
+	    {"version 0", 0, 1, 4, {"s1"}, {2}, 0, KVS_E_UNSUPPORTED},
+	    {"generation 0", 1, 1, 0, {"s1"}, {2}, 0, KVS_E_CORRUPT},
+	    {"count one too many", 1, 2, 4, {"s1"}, {2}, 0, KVS_E_CORRUPT},
+	    {"count one too few", 1, 0, 4, {"s1"}, {2}, 0, KVS_E_CORRUPT},
+	    {"count 2^32-1", 1, UINT32_MAX, 4, {"s1"}, {2}, 0, KVS_E_CORRUPT},
+	    /* 65537: one above KVS_CATALOG_MAX_SEGMENTS */
+	    {"count > max", 1, 65537, 4, {"s1"}, {2}, 0, KVS_E_CORRUPT},
+	    {"empty name", 1, 1, 4, {""}, {0}, 0, KVS_E_CORRUPT},
+	    {"name of 256 bytes", 1, 1, 4, {"s1"}, {256}, 'x', KVS_E_CORRUPT},
+	    {"name past the end", 1, 1, 4, {"s1"}, {60000}, 0, KVS_E_CORRUPT},
+	    {"name .", 1, 1, 4, {"."}, {1}, 0, KVS_E_CORRUPT},
+	    {"name ..", 1, 1, 4, {".."}, {2}, 0, KVS_E_CORRUPT},
+	    {"dot name", 1, 1, 4, {".s1"}, {3}, 0, KVS_E_CORRUPT},
+	    {"name with a slash", 1, 1, 4, {"a/b"}, {3}, 0, KVS_E_CORRUPT},
+	    {"name with a NUL", 1, 1, 4, {"s1"}, {4}, '\0', KVS_E_CORRUPT},
+	    {"name CATALOG", 1, 1, 4, {"CATALOG"}, {7}, 0, KVS_E_CORRUPT},
+	    {"duplicate", 1, 2, 4, {"s1", "s1"}, {2, 2}, 0, KVS_E_CORRUPT},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		bytes b = {0};
+		ref_header(&b, cases[i].version, cases[i].gen, cases[i].count);
+		for (size_t k = 0; k < 2 && cases[i].names[k]; k++) {
+			char name[300];
+			size_t nl = cases[i].name_len[k];
+			size_t given = strlen(cases[i].names[k]);
+			memset(name, cases[i].fill, sizeof name);
+			memcpy(name, cases[i].names[k], given);
+			if (nl > 256) {
+				put_le(&b, nl, 2);
+				put(&b, name, 10);
+				continue;
+			}
+			seg_facts f = k ? f2 : f1;
+			ref_entry(&b, name, nl, f.sequence, f.size,
+			          f.header_crc);
+		}
+		put_crc(&b);
+		spill(p, b.d, b.len);
+		free(b.d);
+		kvs_catalog *h = NULL;
+		kvs_error err = {0};
+		kvs_status st = kvs_catalog_open(&h, dir, &err);
+		EXPECT_ERR(st, err, "%s: open must fail", cases[i].why);
+		EXPECT_ST(st, cases[i].want, "%s: %s", cases[i].why,
+		          err.message);
+		expect_mentions(&err, KVS_CATALOG_FILE, cases[i].why);
+	}
+
+	/* the reference encoder agrees with what the code reads */
+	const char *three[] = {"s1", "s2", "s3"};
+	bytes b = ref_catalog(dir, 4, three, 3);
+	spill(p, b.d, b.len);
+	free(b.d);
+	c = open_ok(dir, "restored");
+	expect_catalog(c, 4, three, 3, "restored");
+	kvs_catalog_close(c);
+	free(good);
+	free(bad);
+}
+
+/* ---- crash consistency --------------------------------------------------- */
+
+/*
+ * The child reports on the pipe, as 16-byte messages {phase, value},
+ * before each step: 'O' opening, 'W' writing source segment value, 'A'
+ * adding it, 'M' merging, 'R' publishing the merge, and 'G' with the
+ * generation after each publication.
+ */
+typedef struct report {
+	uint64_t phase, value;
+} report;
+
+static void say(int fd, char phase, uint64_t value)
+{
+	report r = {(uint64_t)phase, value};
+	if (write(fd, &r, sizeof r) != (ssize_t)sizeof r)
+		_exit(3);
+}
+
+static void __attribute__((noreturn))
+child_fail(const char *what, const kvs_error *err)
+{
+	fprintf(stderr, "crash child: %s: %s\n", what, err->message);
+	_exit(2);
+}
+
+/* The largest sequence among the live segments (0 if none). */
+static uint64_t newest_sequence(const kvs_catalog *c)
+{
+	size_t n = kvs_catalog_count(c);
+	return n ? kvs_catalog_entry_at(c, n - 1)->sequence : 0;
+}
+
+static void __attribute__((noreturn)) crash_child(const char *dir, int fd)
+{
+	kvs_error err = {0};
+	kvs_catalog *c;
+	say(fd, 'O', 0);
+	if (kvs_catalog_open(&c, dir, &err) != KVS_OK)
+		child_fail("open", &err);
+	say(fd, 'G', kvs_catalog_generation(c));
+	for (;;) {
+		uint64_t src = newest_sequence(c) + 1;
+		char name[64];
+		snprintf(name, sizeof name, "s%06" PRIu64, src);
+		say(fd, 'W', src);
+		if (try_write_source(dir, name, src, src, &err) != 0)
+			child_fail("write", &err);
+		say(fd, 'A', src);
+		if (kvs_catalog_add(c, name, &err) != KVS_OK)
+			child_fail("add", &err);
+		say(fd, 'G', kvs_catalog_generation(c));
+		size_t n = kvs_catalog_count(c);
+		if (n < 3)
+			continue;
+
+		/* merge every live segment into one and publish it */
+		say(fd, 'M', n);
+		kvs_segment *in[8];
+		const char *names[8];
+		if (n > 8)
+			child_fail("too many segments", &err);
+		for (size_t i = 0; i < n; i++) {
+			char p[PATH_MAX];
+			names[i] = kvs_catalog_entry_at(c, i)->name;
+			if (snprintf(p, sizeof p, "%s/%s", dir, names[i]) >=
+			        (int)sizeof p ||
+			    kvs_segment_open(&in[i], p, &err) != KVS_OK)
+				child_fail("open input", &err);
+		}
+		char out[64], out_path[PATH_MAX];
+		uint64_t gen = kvs_catalog_generation(c);
+		snprintf(out, sizeof out, "m%06" PRIu64 "-g%" PRIu64, src, gen);
+		if (snprintf(out_path, sizeof out_path, "%s/%s", dir, out) >=
+		    (int)sizeof out_path)
+			child_fail("path too long", &err);
+		kvs_merge_options mo = {0};
+		mo.output.sequence = src;
+		mo.output.flags = KVS_WRITER_NO_SYNC;
+		mo.drop_tombstones = true; /* all live: includes the oldest */
+		mo.includes_oldest = true;
+		if (kvs_merge(in, n, out_path, &mo, NULL, &err) != KVS_OK)
+			child_fail("merge", &err);
+		for (size_t i = 0; i < n; i++)
+			kvs_segment_unref(in[i]);
+		say(fd, 'R', gen);
+		if (kvs_catalog_replace(c, gen, names, n, out, true, &err) !=
+		    KVS_OK)
+			child_fail("replace", &err);
+		say(fd, 'G', kvs_catalog_generation(c));
+	}
+}
+
+/* The composed view of c's segments against the oracle for sources
+ * 1 .. newest; every segment opens and verifies. */
+static void check_view(const kvs_catalog *c, const char *when)
+{
+	size_t n = kvs_catalog_count(c);
+	uint64_t newest = newest_sequence(c);
+	kvs_segment *seg[16];
+	kvs_cursor *cur[16];
+	CHECK(n <= 16, "%s: %zu segments", when, n);
+	for (size_t i = 0; i < n; i++) {
+		char p[PATH_MAX];
+		kvs_error err = {0};
+		path_join(p, kvs_catalog_dir(c),
+		          kvs_catalog_entry_at(c, i)->name);
+		EXPECT_OK(kvs_segment_open(&seg[i], p, &err), err,
+		          "%s: open %s", when, p);
+		EXPECT_OK(kvs_segment_verify(seg[i], &err), err,
+		          "%s: verify %s", when, p);
+		assert_int_equal(kvs_cursor_open(&cur[i], seg[i]), KVS_OK);
+		if (i)
+			CHECK(kvs_catalog_entry_at(c, i - 1)->sequence <
+			          kvs_catalog_entry_at(c, i)->sequence,
+			      "%s: sequences increase in age order", when);
+	}
+	for (unsigned k = 0; k < KEYS; k++) {
+		char key[16], want[48];
+		int kl = snprintf(key, sizeof key, "key%04u", k);
+		/* the oracle: the newest source holding k */
+		uint64_t s = newest;
+		while (s > 0 && !src_has(s, k))
+			s--;
+		bool present = s > 0 && !src_tomb(s, k);
+		int wl = present ? src_value(want, sizeof want, s, k) : 0;
+		/* the view: the newest segment holding k */
+		bool found = false;
+		size_t i = n;
+		while (i-- > 0) {
+			assert_int_equal(kvs_cursor_lookup_bytes(
+			                     cur[i], key, (size_t)kl, &found),
+			                 KVS_OK);
+			if (found)
+				break;
+		}
+		bool got = found && kvs_cursor_kind(cur[i]) == KVS_KIND_VALUE;
+		if (got != present)
+			FAILF("%s: key %s is %s in the view, expected %s "
+			      "(sources 1..%" PRIu64 ")",
+			      when, key, got ? "present" : "absent",
+			      present ? "present" : "absent", newest);
+		if (got) {
+			const uint8_t *v;
+			size_t vl;
+			assert_int_equal(kvs_cursor_value(cur[i], &v, &vl),
+			                 KVS_OK);
+			if (vl != (size_t)wl || memcmp(v, want, vl) != 0)
+				FAILF("%s: key %s has value %.*s, expected %s",
+				      when, key, (int)vl, (const char *)v,
+				      want);
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		kvs_cursor_close(cur[i]);
+		kvs_segment_unref(seg[i]);
+	}
+}
+
+/* What the parent knows of a child from its reports. */
+typedef struct crash_track {
+	uint64_t reported;  /* the last generation reported */
+	uint64_t phase;     /* the last step begun */
+	uint64_t first_gen; /* the generation it opened */
+	unsigned gens;      /* generations reported */
+	unsigned seen[128]; /* steps begun, by phase */
+} crash_track;
+
+static void track(crash_track *t, const report *r)
+{
+	if (r->phase == 'G') {
+		if (t->gens++ == 0)
+			t->first_gen = r->value;
+		t->reported = r->value;
+	} else {
+		t->phase = r->phase;
+	}
+	t->seen[r->phase & 127]++;
+}
+
+/* Waits until the child begins step `phase` for the n-th time. */
+static void await_step(int fd, crash_track *t, char phase, unsigned n,
+                       const char *when)
+{
+	while (t->seen[(unsigned)phase] < n) {
+		struct pollfd pfd = {fd, POLLIN, 0};
+		report r;
+		if (poll(&pfd, 1, 10000) != 1)
+			FAILF("%s: no report from the child in 10 s", when);
+		ssize_t got = read(fd, &r, sizeof r);
+		if (got != (ssize_t)sizeof r)
+			FAILF("%s: the child stopped reporting (read %zd)",
+			      when, got);
+		track(t, &r);
+	}
+}
+
+/*
+ * Rounds cycle through five ways to choose the instant of the kill: after
+ * a random delay of 0-50 ms from the fork, or a random delay after the
+ * child begins writing a segment (0-0.1 ms), adding it (0-12 ms: the
+ * fsyncs), merging (0-0.1 ms) or publishing the merge (0-12 ms), for the
+ * first or the second time. The delays cover each step's usual length.
+ */
+#define CRASH_ROUNDS 30
+
+static void test_crash_merge_publish(void **state)
+{
+	(void)state;
+	g_seq = "kill during merge-and-publish";
+	char dir[PATH_MAX], first[256];
+	make_subdir(dir, "crash");
+	test_rng rng = test_rng_for(g_seed, 0xC4A5);
+	kvs_catalog *c = open_ok(dir, "initial open");
+	uint64_t gen = kvs_catalog_generation(c);
+	kvs_catalog_close(c);
+
+	static const char targets[] = "-WAMR";
+	static const long max_delay_us[] = {50000, 100, 12000, 100, 12000};
+	unsigned at_phase[128] = {0}, newer = 0, temps_seen = 0;
+	unsigned publications = 0;
+	for (unsigned round = 0; round < CRASH_ROUNDS; round++) {
+		char when[64];
+		unsigned how = round % 5, nth = 1 + (round / 5) % 2;
+		snprintf(when, sizeof when, "round %u (after %c #%u)", round,
+		         targets[how], nth);
+		int pfd[2];
+		assert_int_equal(pipe(pfd), 0);
+		fflush(NULL);
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			close(pfd[0]);
+			crash_child(dir, pfd[1]);
+		}
+		close(pfd[1]);
+		crash_track t = {.reported = gen, .phase = 'O'};
+		if (how)
+			await_step(pfd[0], &t, targets[how], nth, when);
+		long us =
+		    (long)test_rng_below(&rng, (uint64_t)max_delay_us[how] + 1);
+		struct timespec delay = {us / 1000000, us % 1000000 * 1000};
+		nanosleep(&delay, NULL);
+		kill(pid, SIGKILL);
+		int status;
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
+			FAILF("%s: the child ended otherwise than by SIGKILL "
+			      "(status 0x%x)",
+			      when, status);
+
+		/* the rest of what the child said before it died */
+		report r;
+		ssize_t got;
+		while ((got = read(pfd[0], &r, sizeof r)) == (ssize_t)sizeof r)
+			track(&t, &r);
+		close(pfd[0]);
+		CHECK(got == 0, "%s: a partial report", when);
+		if (t.gens)
+			EXPECT_U64(t.first_gen, gen,
+			           "%s: the child starts from the last "
+			           "generation recovered",
+			           when);
+		publications += t.gens ? t.gens - 1 : 0;
+		at_phase[t.phase & 127]++;
+		temps_seen += count_temporaries(dir, NULL, 0) != 0;
+
+		/* recovery */
+		c = open_ok(dir, when);
+		uint64_t now = kvs_catalog_generation(c);
+		bool publishing = t.phase == 'A' || t.phase == 'R';
+		if (now != t.reported && !(publishing && now == t.reported + 1))
+			FAILF("%s: open gives generation %" PRIu64
+			      "; the child reported %" PRIu64
+			      " and was killed in phase %c",
+			      when, now, t.reported, (char)t.phase);
+		CHECK(now >= gen,
+		      "%s: the generation went back from %" PRIu64
+		      " to %" PRIu64,
+		      when, gen, now);
+		newer += now == t.reported + 1;
+		gen = now;
+		check_view(c, when);
+		unsigned left = count_temporaries(dir, first, sizeof first);
+		if (left)
+			FAILF("%s: %u temporary files after open (%s)", when,
+			      left, first);
+		kvs_catalog_close(c);
+	}
+	printf("crash test: %d kills, %u publications reported, final "
+	       "generation %" PRIu64 "; killed while opening %u, writing %u, "
+	       "adding %u, merging %u, publishing a merge %u; the "
+	       "unreported new generation found %u times; temporaries left "
+	       "by %u kills\n",
+	       CRASH_ROUNDS, publications, gen, at_phase['O'], at_phase['W'],
+	       at_phase['A'], at_phase['M'], at_phase['R'], newer, temps_seen);
+	CHECK(publications >= CRASH_ROUNDS, "the child made progress");
+}
+
+/* ---- the program ----------------------------------------------------------
+ */
+
+static int rm_entry(const char *path, const struct stat *sb, int flag,
+                    struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	const char *t = getenv("TMPDIR");
+	if (t == NULL || *t == '\0')
+		t = "/tmp";
+	snprintf(g_tmp, sizeof g_tmp, "%s/test_catalog.XXXXXX", t);
+	if (mkdtemp(g_tmp) == NULL) {
+		fprintf(stderr, "mkdtemp(%s): %s\n", g_tmp, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	nftw(g_tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	return 0;
+}
+
+/* An optional argument (or KVSEG_TEST_FILTER) selects tests by name. */
+int main(int argc, char **argv)
+{
+	test_filter_from_env();
+	test_filter_from_argv(argc, argv);
+	g_seed = test_seed_from_env("test_catalog", SEED);
+	const struct CMUnitTest tests[] = {
+	    TEST(test_empty_dir),
+	    TEST(test_scan_without_catalog),
+	    TEST(test_add),
+	    TEST(test_replace),
+	    TEST(test_remove_and_unlink),
+	    TEST(test_reload),
+	    TEST(test_temporaries),
+	    TEST(test_bad_segments),
+	    TEST(test_corrupt_catalog),
+	    TEST(test_crash_merge_publish),
+	};
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
