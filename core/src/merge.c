@@ -190,6 +190,8 @@ kvs_status kvs_merge(kvs_segment *const *inputs, size_t n,
 		opt = &defaults;
 	if (stats)
 		memset(stats, 0, sizeof *stats);
+	if (!out_path)
+		return kvs_error_set(err, KVS_E_INVAL, "no output path");
 	if (n == 0 || !inputs)
 		return kvs_error_set(err, KVS_E_INVAL, "%s: no input to merge",
 		                     out_path);
