@@ -1,0 +1,224 @@
+/*
+ * bench_merge_rocksdb — the RocksDB peer of bench_merge: the same two
+ * inputs and merged records (bench_gen.h), as variant 'rocksdb'. It is an
+ * iterator merge into an SstFileWriter, not a RocksDB compaction.
+ *
+ * Each input is one SST file written beforehand with rocksdb::SstFileWriter
+ * (Options with kNoCompression, the default BlockBasedTableOptions: 4 KiB
+ * blocks, restart interval 16, no filter); a tombstone record is a
+ * Delete(). The timer covers one merge: an SstFileReader per input (Open,
+ * NewIterator with the default ReadOptions, which verify block checksums),
+ * their two-way merge written here (on equal keys the newer input's record
+ * wins and the older one's is skipped), an SstFileWriter (Open, Put per
+ * record, Finish) into a new file, and destroying the readers, iterators
+ * and writer. Files are written through a FileSystem whose syncs do
+ * nothing (bench_rocksdb.h), to match KVS_WRITER_NO_SYNC.
+ *
+ * An SstFileReader iterator is a DB iterator: it hides deletions. The merge
+ * therefore never sees the tombstones and its output holds the 16 of 17
+ * records that are values — it drops the tombstones, where the kvseg typed
+ * modes keep them. The time is still per merge, or divided by all the
+ * output records of the workload (tombstones included).
+ *
+ * Before timing: the inputs are written and read back record by record
+ * against the generator (which also brings their pages into the page
+ * cache), and one merge's output is compared record by record with the
+ * expected records. Excluded from the timer: all of that, and after each
+ * observation the check of the output's record count and size and its
+ * removal.
+ */
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <initializer_list>
+#include <memory>
+#include <string>
+
+#include <rocksdb/env.h>
+#include <rocksdb/iterator.h>
+#include <rocksdb/options.h>
+#include <rocksdb/sst_file_reader.h>
+#include <rocksdb/sst_file_writer.h>
+
+#include "bench_gen.h"
+#include "bench_rocksdb.h"
+#include "harness.h"
+
+namespace
+{
+
+const char *const variant_names[] = {"rocksdb", nullptr};
+
+using bench_rocksdb::rcheck;
+
+rocksdb::Slice slice(const uint8_t *p, size_t len)
+{
+	return rocksdb::Slice(reinterpret_cast<const char *>(p), len);
+}
+
+void write_sst(const rocksdb::Options &opt, const std::string &path,
+               const bench_seg_data &d)
+{
+	rocksdb::SstFileWriter w(rocksdb::EnvOptions(), opt);
+	rcheck(w.Open(path), "SstFileWriter::Open");
+	for (size_t i = 0; i < d.n; i++) {
+		rocksdb::Slice key = slice(bench_seg_key(&d, i), d.key_len);
+		size_t len;
+		const uint8_t *v = bench_seg_value(&d, i, &len);
+		rcheck(d.tombstone[i] ? w.Delete(key)
+		                      : w.Put(key, slice(v, len)),
+		       "SstFileWriter::Put");
+	}
+	rcheck(w.Finish(), "SstFileWriter::Finish");
+}
+
+/* Compares the SST at path with d's records, which it shows without the
+ * tombstones. */
+void verify_sst(const rocksdb::Options &opt, const std::string &path,
+                const bench_seg_data &d, const char *what)
+{
+	rocksdb::SstFileReader reader(opt);
+	rcheck(reader.Open(path), what);
+	rcheck(reader.VerifyChecksum(), what);
+	std::unique_ptr<rocksdb::Iterator> it(
+	    reader.NewIterator(rocksdb::ReadOptions()));
+	it->SeekToFirst();
+	for (size_t i = 0; i < d.n; i++) {
+		if (d.tombstone[i])
+			continue;
+		size_t len;
+		const uint8_t *v = bench_seg_value(&d, i, &len);
+		if (!it->Valid())
+			bench_fail("%s: ends before record %zu", what, i);
+		rocksdb::Slice k = it->key(), got = it->value();
+		if (k.size() != d.key_len ||
+		    std::memcmp(k.data(), bench_seg_key(&d, i), d.key_len) !=
+		        0 ||
+		    got.size() != len ||
+		    (len && std::memcmp(got.data(), v, len) != 0))
+			bench_fail("%s: record %zu is wrong", what, i);
+		it->Next();
+	}
+	if (it->Valid())
+		bench_fail("%s: does not end after the last record", what);
+	rcheck(it->status(), what);
+}
+
+struct run {
+	const bench_merge_workload *w = nullptr;
+	std::unique_ptr<rocksdb::Env> env;
+	rocksdb::Options opt;
+	std::string older, newer, out;
+	size_t out_records = 0; /* all the workload's output records */
+	size_t written = 0;     /* what the merge writes: no tombstones */
+	uint64_t out_size = 0;
+};
+
+/* The timed merge; returns the records written. */
+size_t merge(const run &r, uint64_t *size)
+{
+	rocksdb::SstFileReader ra(r.opt), rb(r.opt);
+	rcheck(ra.Open(r.older), "SstFileReader::Open");
+	rcheck(rb.Open(r.newer), "SstFileReader::Open");
+	std::unique_ptr<rocksdb::Iterator> x(
+	    ra.NewIterator(rocksdb::ReadOptions()));
+	std::unique_ptr<rocksdb::Iterator> y(
+	    rb.NewIterator(rocksdb::ReadOptions()));
+	rocksdb::SstFileWriter w(rocksdb::EnvOptions(), r.opt);
+	rcheck(w.Open(r.out), "SstFileWriter::Open");
+	x->SeekToFirst();
+	y->SeekToFirst();
+	size_t n = 0;
+	while (x->Valid() && y->Valid()) {
+		int c = x->key().compare(y->key());
+		if (c < 0) {
+			rcheck(w.Put(x->key(), x->value()), "Put");
+			x->Next();
+		} else {
+			rcheck(w.Put(y->key(), y->value()), "Put");
+			y->Next();
+			if (c == 0)
+				x->Next();
+		}
+		n++;
+	}
+	for (rocksdb::Iterator *rest : {x.get(), y.get()})
+		for (; rest->Valid(); rest->Next(), n++)
+			rcheck(w.Put(rest->key(), rest->value()), "Put");
+	rcheck(x->status(), "older iterator");
+	rcheck(y->status(), "newer iterator");
+	rocksdb::ExternalSstFileInfo info;
+	rcheck(w.Finish(&info), "SstFileWriter::Finish");
+	*size = info.file_size;
+	return n;
+}
+
+double observe(void *ctx)
+{
+	const run &r = *static_cast<const run *>(ctx);
+	uint64_t size = 0;
+	uint64_t t0 = bench_now_ns();
+	size_t n = merge(r, &size);
+	uint64_t t1 = bench_now_ns();
+	if (n != r.written || size != r.out_size)
+		bench_fail("the merge wrote %zu records in %llu bytes, not %zu "
+		           "in %llu",
+		           n, (unsigned long long)size, r.written,
+		           (unsigned long long)r.out_size);
+	if (std::remove(r.out.c_str()) != 0)
+		bench_fail("cannot remove %s", r.out.c_str());
+	bench_sink(n);
+	return bench_merge_value(r.w, t0, t1, r.out_records);
+}
+
+int bench_main(int argc, char **argv)
+{
+	bench_opts o;
+	bench_merge_workload w;
+	bench_merge_parse(&o, &w, argc, argv, variant_names);
+
+	bench_seg_data merged, older, newer;
+	bench_merge_make(&w, &merged, &older, &newer);
+	std::string tmp = bench_tmpdir();
+	run r;
+	r.w = &w;
+	r.env = bench_rocksdb::nosync_env();
+	r.opt.env = r.env.get();
+	r.opt.compression = rocksdb::kNoCompression;
+	r.older = tmp + "/older.sst";
+	r.newer = tmp + "/newer.sst";
+	r.out = tmp + "/merged.sst";
+	write_sst(r.opt, r.older, older);
+	write_sst(r.opt, r.newer, newer);
+	verify_sst(r.opt, r.older, older, "older input");
+	verify_sst(r.opt, r.newer, newer, "newer input");
+
+	r.out_records = merged.n;
+	r.written = merge(r, &r.out_size);
+	if (r.written != merged.n - merged.tombstones)
+		bench_fail("the merge wrote %zu records, not %zu", r.written,
+		           merged.n - merged.tombstones);
+	verify_sst(r.opt, r.out, merged, "merged SST");
+	if (std::remove(r.out.c_str()) != 0)
+		bench_fail("cannot remove %s", r.out.c_str());
+
+	bench_observe(&o, "time", bench_merge_unit(&w), observe, &r);
+	bench_row(&o, 0, 0, "size", static_cast<double>(r.out_size), "bytes");
+	bench_seg_free(&merged);
+	bench_seg_free(&older);
+	bench_seg_free(&newer);
+	return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	try {
+		return bench_main(argc, argv);
+	} catch (const std::exception &e) {
+		bench_fail("rocksdb: %s", e.what());
+	}
+}
