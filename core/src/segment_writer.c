@@ -251,6 +251,21 @@ static kvs_status put_value_bits(kvs_bitwriter *bw, const uint8_t *v,
 	return st;
 }
 
+/*
+ * Copies a key in 8-byte words (bytes for the rest). The key usually comes
+ * from a cursor that has just written it with 8-byte stores; a libc memcpy
+ * reads it with one 16-byte load that the store buffer cannot forward, and
+ * waits (bench_merge, perf: a quarter of a bit-profile merge).
+ */
+static inline void copy_key(uint8_t *dst, const uint8_t *src, uint64_t n)
+{
+	uint64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		kvs_store_le64(dst + i, kvs_load_le64(src + i));
+	for (; i < n; i++)
+		dst[i] = src[i];
+}
+
 static const char *const field_names[KVS_FIELD_COUNT] = {
     "LCP", "key length", "value length"};
 
@@ -433,7 +448,7 @@ kvs_status kvs_writer_add(kvs_writer *w, const void *key, uint64_t key_bits,
 	}
 	/* copy first: key may alias nothing of ours, but normalize padding */
 	if (nbytes) {
-		memcpy(pk, key, nbytes);
+		copy_key(pk, key, nbytes);
 		if (key_bits & 7)
 			pk[nbytes - 1] &= (uint8_t)(0xFF00u >> (key_bits & 7));
 	}
