@@ -610,4 +610,189 @@ static inline uint64_t bench_seg_lookup_expected(const bench_seg_data *d,
 	return sum;
 }
 
+/* ---- the merge workloads ------------------------------------------------ */
+
+/*
+ * bench_merge and its peers merge two inputs, the older and the newer, into
+ * one output. A workload names the output's records (a fixture made by
+ * bench_seg_make, every 17th record a tombstone) and how its records are
+ * split between the inputs:
+ *
+ *   grid-K-V-N        seed 000's merge grid: K structured or hash, V ff16 or
+ *                     fv, N records per input (4,096, 65,536 and 262,144;
+ *                     131,072 for FV). The output is seed 000's size cell
+ *                     of 2N records (bench_sizes_spec, with tombstones;
+ *                     structured counters 0 .. 2N-1). Record i goes to the
+ *                     older input when i is even and to the newer when it
+ *                     is odd: two disjoint inputs (structured: counters 2j
+ *                     and 2j+1; hash-like: one sorted random set split
+ *                     alternately). Timed in ms per merge.
+ *   merge-disjoint-F  seed 001's native merge: the output is bench_segment's
+ *                     fixture F (prefix-6, prefix-512, hash-6, hash-512;
+ *                     32,768 records), split alternately as above. Timed in
+ *                     ns per output record.
+ *   merge-overlap-F   the same output from 1.5 input records per output
+ *                     record: record i is in the older input when i % 4 is
+ *                     0, 1 or 2 and in the newer when it is 0, 2 or 3, with
+ *                     the same binding in both, so the newer binding wins
+ *                     with the same bytes and the output is the same.
+ */
+typedef struct bench_merge_workload {
+	int grid;           /* seed 000's grid (ms per merge) */
+	int overlap;        /* merge-overlap-F */
+	bench_seg_spec out; /* the output's records; out.name is out_name */
+	char out_name[64];
+} bench_merge_workload;
+
+#define BENCH_MERGE_FIXTURES 4
+static inline const char *bench_merge_fixture(size_t i)
+{
+	static const char *const names[BENCH_MERGE_FIXTURES] = {
+	    "prefix-6", "hash-6", "prefix-512", "hash-512"};
+	return i < BENCH_MERGE_FIXTURES ? names[i] : NULL;
+}
+
+/* The workload names, NULL-terminated: the grid in seed 000's order, then
+ * merge-disjoint- and merge-overlap- for each fixture. */
+static inline const char *const *bench_merge_workloads(void)
+{
+	enum { MAX_NAMES = BENCH_SIZES_CELLS + 2 * BENCH_MERGE_FIXTURES + 1 };
+	static char storage[MAX_NAMES][48];
+	static const char *list[MAX_NAMES];
+	size_t k = 0;
+	for (size_t cell = 0; cell < BENCH_SIZES_CELLS; cell++) {
+		bench_seg_spec s;
+		char name[64];
+		bench_sizes_spec(cell, 1, &s, name);
+		snprintf(storage[k], sizeof storage[k], "grid-%s-%s-%llu",
+		         s.keys == BENCH_KEYS_HASH ? "hash" : "structured",
+		         s.value_max == 16 ? "ff16" : "fv",
+		         (unsigned long long)(s.records / 2));
+		list[k] = storage[k];
+		k++;
+	}
+	for (size_t kind = 0; kind < 2; kind++)
+		for (size_t f = 0; f < BENCH_MERGE_FIXTURES; f++) {
+			snprintf(storage[k], sizeof storage[k], "merge-%s-%s",
+			         kind ? "overlap" : "disjoint",
+			         bench_merge_fixture(f));
+			list[k] = storage[k];
+			k++;
+		}
+	list[k] = NULL;
+	return list;
+}
+
+static inline int bench_merge_parse_workload(const char *name,
+                                             bench_merge_workload *w)
+{
+	memset(w, 0, sizeof *w);
+	const char *const *names = bench_merge_workloads();
+	size_t k = 0;
+	while (names[k] != NULL && strcmp(names[k], name) != 0)
+		k++;
+	if (names[k] == NULL)
+		return 0;
+	if (k < BENCH_SIZES_CELLS) {
+		w->grid = 1;
+		bench_sizes_spec(k, 1, &w->out, w->out_name);
+		return 1;
+	}
+	k -= BENCH_SIZES_CELLS;
+	w->overlap = k >= BENCH_MERGE_FIXTURES;
+	const bench_seg_spec *s = bench_seg_fixture_named(
+	    bench_merge_fixture(k % BENCH_MERGE_FIXTURES));
+	if (s == NULL)
+		return 0;
+	w->out = *s;
+	snprintf(w->out_name, sizeof w->out_name, "%s", s->name);
+	w->out.name = w->out_name;
+	return 1;
+}
+
+/* The command line of bench_merge and its peers: bench_parse with the merge
+ * workloads and the program's variants, then the workload it names. */
+static inline void bench_merge_parse(bench_opts *o, bench_merge_workload *w,
+                                     int argc, char **argv,
+                                     const char *const *variants)
+{
+	bench_parse(o, argc, argv, "merge", bench_merge_workloads(), variants);
+	if (!bench_merge_parse_workload(o->workload, w))
+		bench_fail("cannot parse workload %s", o->workload);
+}
+
+/* Whether output record i is in the newer (or the older) input. */
+static inline int bench_merge_in_input(const bench_merge_workload *w, int newer,
+                                       size_t i)
+{
+	if (!w->overlap)
+		return (int)(i & 1) == newer;
+	return newer ? i % 4 != 1 : i % 4 != 3;
+}
+
+/* The records of d that are in one input, in order. */
+static inline void bench_merge_input(bench_seg_data *in,
+                                     const bench_seg_data *d,
+                                     const bench_merge_workload *w, int newer)
+{
+	size_t n = 0;
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < d->n; i++)
+		if (bench_merge_in_input(w, newer, i)) {
+			n++;
+			bytes += d->value_off[i + 1] - d->value_off[i];
+		}
+	memset(in, 0, sizeof *in);
+	in->n = n;
+	in->key_len = d->key_len;
+	in->keys = (uint8_t *)bench_alloc(n * d->key_len + 1);
+	in->value_off = (uint64_t *)bench_alloc((n + 1) * sizeof(uint64_t));
+	in->values = (uint8_t *)bench_alloc(bytes + 8);
+	in->tombstone = (uint8_t *)bench_alloc(n + 1);
+	size_t j = 0;
+	uint64_t off = 0;
+	for (size_t i = 0; i < d->n; i++) {
+		if (!bench_merge_in_input(w, newer, i))
+			continue;
+		size_t len;
+		const uint8_t *v = bench_seg_value(d, i, &len);
+		memcpy(in->keys + j * d->key_len, bench_seg_key(d, i),
+		       d->key_len);
+		in->value_off[j] = off;
+		memcpy(in->values + off, v, len);
+		off += len;
+		in->tombstone[j] = d->tombstone[i];
+		in->tombstones += d->tombstone[i];
+		j++;
+	}
+	in->value_off[n] = off;
+	in->value_bytes = off;
+}
+
+/* The output's records and the two inputs of a merge workload. */
+static inline void bench_merge_make(const bench_merge_workload *w,
+                                    bench_seg_data *merged,
+                                    bench_seg_data *older,
+                                    bench_seg_data *newer)
+{
+	bench_seg_make(merged, &w->out);
+	bench_merge_input(older, merged, w, 0);
+	bench_merge_input(newer, merged, w, 1);
+}
+
+/* The unit of a workload and one observation's value in it: ms per merge
+ * (grid), ns per output record (merge-). */
+static inline const char *bench_merge_unit(const bench_merge_workload *w)
+{
+	return w->grid ? "ms/merge" : "ns/record";
+}
+
+static inline double bench_merge_value(const bench_merge_workload *w,
+                                       uint64_t t0, uint64_t t1,
+                                       size_t out_records)
+{
+	double ns = (double)(t1 - t0);
+	return w->grid ? ns / 1e6 : ns / (double)out_records;
+}
+
 #endif

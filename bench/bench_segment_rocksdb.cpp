@@ -44,13 +44,13 @@
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
-#include <rocksdb/file_system.h>
 #include <rocksdb/options.h>
 #include <rocksdb/sst_file_writer.h>
 #include <rocksdb/table.h>
 #include <rocksdb/table_properties.h>
 
 #include "bench_gen.h"
+#include "bench_rocksdb.h"
 #include "harness.h"
 
 namespace
@@ -58,64 +58,7 @@ namespace
 
 const char *const variant_names[] = {"rocksdb", nullptr};
 
-void rcheck(const rocksdb::Status &s, const char *what)
-{
-	if (!s.ok())
-		bench_fail("%s: %s", what, s.ToString().c_str());
-}
-
-/* A writable file whose syncs do nothing. */
-class NoSyncFile : public rocksdb::FSWritableFileOwnerWrapper
-{
-      public:
-	explicit NoSyncFile(std::unique_ptr<rocksdb::FSWritableFile> &&t)
-	    : FSWritableFileOwnerWrapper(std::move(t))
-	{
-	}
-	rocksdb::IOStatus Sync(const rocksdb::IOOptions &,
-	                       rocksdb::IODebugContext *) override
-	{
-		return rocksdb::IOStatus::OK();
-	}
-	rocksdb::IOStatus Fsync(const rocksdb::IOOptions &,
-	                        rocksdb::IODebugContext *) override
-	{
-		return rocksdb::IOStatus::OK();
-	}
-	rocksdb::IOStatus RangeSync(uint64_t, uint64_t,
-	                            const rocksdb::IOOptions &,
-	                            rocksdb::IODebugContext *) override
-	{
-		return rocksdb::IOStatus::OK();
-	}
-};
-
-class NoSyncFileSystem : public rocksdb::FileSystemWrapper
-{
-      public:
-	explicit NoSyncFileSystem(
-	    const std::shared_ptr<rocksdb::FileSystem> &target)
-	    : FileSystemWrapper(target)
-	{
-	}
-	const char *Name() const override
-	{
-		return "NoSyncFileSystem";
-	}
-	rocksdb::IOStatus
-	NewWritableFile(const std::string &name,
-	                const rocksdb::FileOptions &options,
-	                std::unique_ptr<rocksdb::FSWritableFile> *result,
-	                rocksdb::IODebugContext *dbg) override
-	{
-		std::unique_ptr<rocksdb::FSWritableFile> file;
-		rocksdb::IOStatus s =
-		    target()->NewWritableFile(name, options, &file, dbg);
-		if (s.ok())
-			result->reset(new NoSyncFile(std::move(file)));
-		return s;
-	}
-};
+using bench_rocksdb::rcheck;
 
 struct peer {
 	std::unique_ptr<rocksdb::Env> env;
@@ -124,9 +67,7 @@ struct peer {
 
 	peer()
 	{
-		env =
-		    rocksdb::NewCompositeEnv(std::make_shared<NoSyncFileSystem>(
-		        rocksdb::FileSystem::Default()));
+		env = bench_rocksdb::nosync_env();
 		options.env = env.get();
 		options.compression = rocksdb::kNoCompression;
 	}
