@@ -43,6 +43,8 @@ static const char build_help[] =
     "  --sequence N           the segment's sequence number (default 0)\n"
     "  --codes LCP,KEYLEN,VALLEN\n"
     "                         bit-profile count codes, e.g. eg3,deg0,g7\n"
+    "  --memory BYTES         memory for records before sorting in runs\n"
+    "                         (suffix K, M or G; default 256M)\n"
     "\n"
     "tsv:   KEY<TAB>VALUE per line; a line without a TAB is a tombstone.\n"
     "       Escapes: \\\\ \\t \\n \\r \\0 \\xHH; a key \\b0101... is a\n"
@@ -96,6 +98,49 @@ static const char stat_help[] =
     "\n"
     "  --json   one JSON object instead of text\n";
 
+static const char merge_help[] =
+    "Usage: kvseg merge [OPTIONS] OUT IN...\n"
+    "\n"
+    "Merges the segments IN (oldest first) into the new segment OUT: for\n"
+    "a key in several inputs the newest input's record wins. Prints a\n"
+    "summary line; a progress bar on stderr when it is a terminal.\n"
+    "\n"
+    "  --profile byte|bit     output key profile (default: the newest\n"
+    "                         input's)\n"
+    "  --framing typed|raw    output framing (default: the newest\n"
+    "                         input's; typed if an input holds\n"
+    "                         tombstones that are kept)\n"
+    "  --restart K            restart interval (default: the newest's)\n"
+    "  --sequence N           sequence (default: highest input's + 1)\n"
+    "  --codes LCP,KEYLEN,VALLEN\n"
+    "                         bit-profile count codes\n"
+    "  --drop-tombstones      drop tombstones and the records they hide\n"
+    "                         (needs --includes-oldest)\n"
+    "  --includes-oldest      the inputs include the oldest segment:\n"
+    "                         nothing older can hold deleted keys\n"
+    "  -q, --quiet            no summary, no progress bar\n";
+
+static const char catalog_help[] =
+    "Usage: kvseg catalog DIR init\n"
+    "       kvseg catalog DIR list [--json]\n"
+    "       kvseg catalog DIR add SEG...\n"
+    "       kvseg catalog DIR merge [NAME...|all] [MERGE OPTIONS]\n"
+    "\n"
+    "Manages the catalog of the segment directory DIR: its live\n"
+    "segments, oldest first, under a generation number.\n"
+    "\n"
+    "  init    create the catalog if there is none; print the generation\n"
+    "  list    the generation, then NAME SEQUENCE RECORDS SIZE per live\n"
+    "          segment, oldest first (--json: one JSON object)\n"
+    "  add     append segment files of DIR as the newest\n"
+    "  merge   merge the named live segments (consecutive in age; all by\n"
+    "          default) into DIR/seg-SEQUENCE.kvs and publish it in their\n"
+    "          place; merge options as for kvseg merge, without\n"
+    "          --includes-oldest (known from the catalog); the sequence\n"
+    "          is by default the newest input's\n"
+    "\n"
+    "  -q, --quiet   no output from init, add and merge\n";
+
 static const struct verb verbs[] = {
     {"build", cmd_build, build_help, "write a segment from records on stdin"},
     {"get", cmd_get, get_help, "print the value of one key"},
@@ -103,6 +148,8 @@ static const struct verb verbs[] = {
     {"dump", cmd_dump, dump_help, "print every record in the canonical format"},
     {"verify", cmd_verify, verify_help, "check segments completely"},
     {"stat", cmd_stat, stat_help, "describe a segment"},
+    {"merge", cmd_merge, merge_help, "merge segments into one"},
+    {"catalog", cmd_catalog, catalog_help, "manage a directory's catalog"},
 };
 
 #define VERB_COUNT (sizeof verbs / sizeof verbs[0])
@@ -299,6 +346,84 @@ range:
 	return false;
 }
 
+bool cli_parse_codes(const char *verb, const char *text,
+                     kvs_code_spec codes[KVS_FIELD_COUNT])
+{
+	static const char *const field_names[3] = {"LCP", "KEYLEN", "VALLEN"};
+	const char *p = text;
+
+	for (int i = 0; i < 3; i++) {
+		const char *comma = strchr(p, ',');
+		size_t n = comma ? (size_t)(comma - p) : strlen(p);
+		char part[32];
+
+		if ((i < 2) != (comma != NULL)) {
+			cli_usage(verb,
+			          "--codes: '%s' is not three codes "
+			          "LCP,KEYLEN,VALLEN",
+			          text);
+			return false;
+		}
+		if (n >= sizeof part || n == 0) {
+			cli_usage(verb, "--codes: %s code is %s",
+			          field_names[i], n ? "too long" : "empty");
+			return false;
+		}
+		memcpy(part, p, n);
+		part[n] = '\0';
+		if (kvs_code_spec_parse(part, &codes[i]) != KVS_OK ||
+		    kvs_code_spec_check(&codes[i]) != KVS_OK) {
+			cli_usage(
+			    verb,
+			    "--codes: %s code '%s' is not a code (egN for "
+			    "N in 0..63, gM for M in 1..255, fixedW for W in "
+			    "1..64; a 'd' in front for delta)",
+			    field_names[i], part);
+			return false;
+		}
+		p = comma ? comma + 1 : p + n;
+	}
+	return true;
+}
+
+bool cli_parse_profile(const char *verb, const char *text, kvs_profile *out)
+{
+	if (strcmp(text, "byte") == 0)
+		*out = KVS_PROFILE_BYTE;
+	else if (strcmp(text, "bit") == 0)
+		*out = KVS_PROFILE_BIT;
+	else
+		return cli_usage(verb, "--profile: '%s' is not byte or bit",
+		                 text) == EXIT_OK;
+	return true;
+}
+
+bool cli_parse_framing(const char *verb, const char *text, kvs_framing *out)
+{
+	if (strcmp(text, "typed") == 0)
+		*out = KVS_FRAMING_TYPED;
+	else if (strcmp(text, "raw") == 0)
+		*out = KVS_FRAMING_RAW;
+	else
+		return cli_usage(verb, "--framing: '%s' is not typed or raw",
+		                 text) == EXIT_OK;
+	return true;
+}
+
+char *cli_path_join(const char *dir, const char *name)
+{
+	size_t d = strlen(dir), n = strlen(name);
+	char *p = malloc(d + n + 2);
+
+	if (!p)
+		return NULL;
+	memcpy(p, dir, d);
+	if (d && dir[d - 1] != '/')
+		p[d++] = '/';
+	memcpy(p + d, name, n + 1);
+	return p;
+}
+
 /* ---- growable byte buffer ---------------------------------------------- */
 
 bool sb_reserve(struct strbuf *sb, size_t n)
@@ -352,8 +477,8 @@ static int main_help(void)
 {
 	fputs("Usage: kvseg VERB [OPTIONS] ARGS...\n"
 	      "\n"
-	      "Builds, reads and checks segments: immutable files of records\n"
-	      "sorted by key (libkvseg).\n"
+	      "Builds, reads, checks and merges segments: immutable files of\n"
+	      "records sorted by key (libkvseg); manages segment catalogs.\n"
 	      "\n"
 	      "Verbs:\n",
 	      stdout);

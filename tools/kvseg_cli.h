@@ -5,8 +5,11 @@
  * The tool is a thin layer over libkvseg: kvseg.c dispatches verbs,
  * kvseg_text.c owns the textual syntax of keys and values (docs/USAGE.md),
  * kvseg_input.c parses build's input formats, kvseg_build.c sorts and
- * writes, kvseg_read.c reads records out (get, scan, dump) and
- * kvseg_info.c reports on segments (verify, stat).
+ * writes (through sorted runs and a merge when the input exceeds its
+ * memory bound), kvseg_read.c reads records out (get, scan, dump),
+ * kvseg_info.c reports on segments (verify, stat), kvseg_merge.c merges
+ * segments (merge, and the merge step of catalog) and kvseg_catalog.c
+ * manages a directory's catalog.
  */
 #ifndef KVSEG_CLI_H
 #define KVSEG_CLI_H
@@ -16,6 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "kvseg/merge.h"
 #include "kvseg/segment.h"
 
 /* Exit codes (docs/USAGE.md, "Exit status"). */
@@ -84,6 +88,14 @@ int cli_args_next(struct cli_args *a, const struct cli_option *opts,
  * anything else. */
 bool cli_parse_u64(const char *verb, const char *what, const char *text,
                    uint64_t min, uint64_t max, uint64_t *out);
+/* Parses "--codes LCP,KEYLEN,VALLEN"; reports and returns false if bad. */
+bool cli_parse_codes(const char *verb, const char *text,
+                     kvs_code_spec codes[KVS_FIELD_COUNT]);
+/* Parses "byte"/"bit" and "typed"/"raw"; report and return false if bad. */
+bool cli_parse_profile(const char *verb, const char *text, kvs_profile *out);
+bool cli_parse_framing(const char *verb, const char *text, kvs_framing *out);
+/* Joins a directory and a file name into a new string; NULL if no memory. */
+char *cli_path_join(const char *dir, const char *name);
 
 /* ---- growable byte buffer ---------------------------------------------- */
 
@@ -170,15 +182,47 @@ struct record_list {
 	size_t cap;
 };
 
-/* Reads all of fd into *buf (malloc'd, *len bytes). Returns 0 or errno. */
-int input_slurp(int fd, uint8_t **buf, size_t *len);
-
 /*
- * Parses the whole input, decoding fields in place, into list. Returns 0,
- * or an exit code after reporting "kvseg build: stdin: line N: ...".
+ * Parses [buf, buf + len), which holds whole records (or the end of the
+ * input), decoding fields in place, and appends them to list. *number is
+ * the number of the records before buf and is advanced past them. Returns
+ * 0, or an exit code after reporting "kvseg build: stdin: line N: ...".
  */
 int input_parse(enum input_format format, uint8_t *buf, size_t len,
-                struct record_list *list);
+                uint64_t *number, struct record_list *list);
+/*
+ * build's input read in chunks (kvseg_input.c): each input_read() reads
+ * once into the newest chunk and appends the records it completes to a
+ * list; the records point into the chunks, which stay until
+ * input_release() frees all but the unparsed rest of the input.
+ */
+struct input_chunk;
+
+struct input_reader {
+	int fd;
+	enum input_format format;
+	size_t chunk_size;         /* bytes of a new chunk, at least */
+	struct input_chunk *chunk; /* the newest; it links to the older */
+	size_t len;                /* bytes in the newest chunk */
+	size_t parsed;             /* of which parsed into records */
+	size_t boundary;           /* the end of its last whole record */
+	bool nul_odd;              /* nul: inside a record's value */
+	uint64_t number;           /* records (lines) read so far */
+	uint64_t held;             /* bytes of all chunks */
+	bool eof;
+};
+
+void input_reader_init(struct input_reader *rd, int fd,
+                       enum input_format format, size_t chunk_size);
+/* Returns 0 or an exit code after reporting; rd->eof is set once the
+ * input's end was read (and its last records parsed). */
+int input_read(struct input_reader *rd, struct record_list *list);
+/* True when the next input_read() starts a new chunk. */
+bool input_needs_chunk(const struct input_reader *rd);
+/* Frees the chunks; the records read so far must no longer be used. */
+int input_release(struct input_reader *rd);
+void input_reader_free(struct input_reader *rd);
+
 /* "line" or "record": how the format numbers its records. */
 const char *input_unit(enum input_format format);
 
@@ -190,10 +234,73 @@ int cmd_scan(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
+int cmd_catalog(int argc, char **argv);
 
 /* Opens path for reading, reporting failures; returns 0 or an exit code. */
 int open_segment(const char *verb, const char *path, kvs_segment **out);
 /* Reports a cursor failure on path; returns its exit code. */
 int cursor_failure(const char *verb, const char *path, kvs_status st);
+
+/* ---- merging (kvseg_merge.c) ------------------------------------------ */
+
+/* The options merge and catalog merge share (ids above any verb's own). */
+enum {
+	MERGE_OPT_PROFILE = 100,
+	MERGE_OPT_FRAMING,
+	MERGE_OPT_RESTART,
+	MERGE_OPT_SEQUENCE,
+	MERGE_OPT_CODES,
+	MERGE_OPT_DROP_TOMBSTONES,
+	MERGE_OPT_QUIET,
+};
+
+/* The entries of an option table for them. */
+/* clang-format off */
+#define MERGE_CLI_OPTIONS                                                      \
+	{"profile", true, MERGE_OPT_PROFILE},                                  \
+	{"framing", true, MERGE_OPT_FRAMING},                                  \
+	{"restart", true, MERGE_OPT_RESTART},                                  \
+	{"sequence", true, MERGE_OPT_SEQUENCE},                                \
+	{"codes", true, MERGE_OPT_CODES},                                      \
+	{"drop-tombstones", false, MERGE_OPT_DROP_TOMBSTONES},                 \
+	{"quiet", false, MERGE_OPT_QUIET},                                     \
+	{"-q", false, MERGE_OPT_QUIET}
+/* clang-format on */
+
+/* What the command line said about a merge; unset fields take defaults
+ * from the inputs (merge_prepare). */
+struct merge_config {
+	kvs_writer_options output;
+	bool profile_set, framing_set, restart_set, sequence_set, codes_set;
+	bool drop_tombstones;
+	bool includes_oldest;
+	bool quiet;
+};
+
+/* Applies option id (a MERGE_OPT_*) with its value; returns 0 or 2. */
+int merge_option(const char *verb, struct merge_config *cfg, int id,
+                 const char *value);
+/*
+ * Fills in the output mode the options left open from the inputs (oldest
+ * first): the newest input's mode, restart interval and codes, typed
+ * framing if the newest is raw but tombstones would remain, and the
+ * highest input sequence + 1. Checks the combination; returns 0 or an
+ * exit code after reporting.
+ */
+int merge_prepare(const char *verb, kvs_segment *const *inputs,
+                  const char *const *names, size_t n, struct merge_config *cfg);
+/* Runs kvs_merge into out with a progress bar on a terminal (unless
+ * quiet); names[i] is input i's path, for messages. Returns 0 or an exit
+ * code after reporting. */
+int merge_run(const char *verb, kvs_segment *const *inputs,
+              const char *const *names, size_t n, const char *out,
+              const struct merge_config *cfg, kvs_merge_stats *stats);
+/* Reports a kvs_merge failure, naming the input or output concerned. */
+int merge_failure(const char *verb, const char *const *names, size_t n,
+                  const char *out, kvs_status st, const kvs_error *err);
+/* The one-line summary on stdout. */
+void merge_print_summary(size_t inputs, const char *out,
+                         const kvs_merge_stats *stats);
 
 #endif

@@ -2,13 +2,16 @@
  * kvseg_input.c — build's input formats (docs/USAGE.md, "Input formats"):
  * TSV, NUL-separated and JSON lines.
  *
- * The whole of stdin is read into one buffer with large reads, and every
- * field is decoded in place: escapes, hex and JSON string syntax only ever
- * shrink, so a record is two pointers into that buffer plus lengths. A few
- * million records cost the input's size plus 40 bytes each, and nothing is
- * copied twice. The JSON reader accepts exactly one flat object per line
- * whose members are strings or booleans; anything else is an error with
- * its line and column.
+ * Stdin is read with large reads into chunks, and every field is decoded
+ * in place: escapes, hex and JSON string syntax only ever shrink, so a
+ * record is two pointers into a chunk plus lengths. A chunk is never moved
+ * while records point into it; a record cut by the end of a chunk is parsed
+ * once the next chunk, which starts with a copy of its beginning, holds all
+ * of it. A few million records cost the input's size plus 40 bytes each,
+ * and build can drop every chunk once their records are written (a run).
+ * The JSON reader accepts exactly one flat object per line whose members
+ * are strings or booleans; anything else is an error with its line and
+ * column.
  */
 #include "kvseg_cli.h"
 
@@ -19,52 +22,149 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int input_slurp(int fd, uint8_t **out, size_t *out_len)
+/* One block of input; records point into data. */
+struct input_chunk {
+	struct input_chunk *older;
+	size_t cap;
+	uint8_t data[];
+};
+
+void input_reader_init(struct input_reader *rd, int fd,
+                       enum input_format format, size_t chunk_size)
 {
-	struct stat st;
-	size_t cap = (size_t)1 << 20, len = 0;
-	uint8_t *buf;
+	memset(rd, 0, sizeof *rd);
+	rd->fd = fd;
+	rd->format = format;
+	rd->chunk_size = chunk_size;
+}
 
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
-	    (uint64_t)st.st_size < SIZE_MAX / 2)
-		cap = (size_t)st.st_size + 1; /* + 1: see the end at once */
-	buf = malloc(cap);
-	if (!buf)
-		return ENOMEM;
-	for (;;) {
-		ssize_t n;
+/* Starts a chunk holding the unparsed rest of the current one; with
+ * drop_older the chunks before it are freed. */
+static bool new_chunk(struct input_reader *rd, bool drop_older)
+{
+	struct input_chunk *old = rd->chunk, *c;
+	size_t tail = rd->len - rd->parsed, cap = rd->chunk_size;
 
-		if (len == cap) {
-			uint8_t *bigger;
-
-			if (cap > SIZE_MAX / 2) {
-				free(buf);
-				return ENOMEM;
-			}
-			bigger = realloc(buf, cap * 2);
-			if (!bigger) {
-				free(buf);
-				return ENOMEM;
-			}
-			buf = bigger;
-			cap *= 2;
-		}
-		n = read(fd, buf + len, cap - len);
-		if (n < 0) {
-			int e = errno;
-
-			if (e == EINTR)
-				continue;
-			free(buf);
-			return e;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
+	while (cap < tail * 2)
+		cap *= 2;
+	if (cap > SIZE_MAX - sizeof *c)
+		return false;
+	c = malloc(sizeof *c + cap);
+	if (!c)
+		return false;
+	c->cap = cap;
+	if (tail)
+		memcpy(c->data, old->data + rd->parsed, tail);
+	c->older = old;
+	if (old && rd->parsed == 0) {
+		/* No record points into it: a record is outgrowing it. */
+		c->older = old->older;
+		rd->held -= old->cap;
+		free(old);
 	}
-	*out = buf;
-	*out_len = len;
-	return 0;
+	rd->chunk = c;
+	rd->held += cap;
+	rd->len = tail;
+	rd->boundary = rd->parsed = 0;
+	if (drop_older) {
+		for (old = c->older; old; old = c->older) {
+			c->older = old->older;
+			rd->held -= old->cap;
+			free(old);
+		}
+	}
+	return true;
+}
+
+bool input_needs_chunk(const struct input_reader *rd)
+{
+	return !rd->eof && (!rd->chunk || rd->len == rd->chunk->cap);
+}
+
+/* Moves rd->boundary past the records that [from, len) completes. */
+static void find_boundary(struct input_reader *rd, size_t from)
+{
+	uint8_t *data = rd->chunk->data;
+
+	if (rd->format != INPUT_NUL) {
+		for (size_t i = rd->len; i > from; i--) {
+			if (data[i - 1] == '\n') {
+				rd->boundary = i;
+				break;
+			}
+		}
+		return;
+	}
+	/* KEY NUL VALUE NUL: a record ends at every second NUL. */
+	for (size_t i = from; i < rd->len;) {
+		uint8_t *nul = memchr(data + i, 0, rd->len - i);
+
+		if (!nul)
+			break;
+		i = (size_t)(nul - data) + 1;
+		rd->nul_odd = !rd->nul_odd;
+		if (!rd->nul_odd)
+			rd->boundary = i;
+	}
+}
+
+int input_read(struct input_reader *rd, struct record_list *list)
+{
+	ssize_t n;
+	size_t from;
+	int rc;
+
+	if (rd->eof)
+		return EXIT_OK;
+	if (input_needs_chunk(rd) && !new_chunk(rd, false)) {
+		cli_error("build", NULL, "out of memory reading the input");
+		return EXIT_SYSTEM;
+	}
+	do
+		n = read(rd->fd, rd->chunk->data + rd->len,
+		         rd->chunk->cap - rd->len);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		cli_error("build", "stdin", "%s", strerror(errno));
+		return EXIT_SYSTEM;
+	}
+	from = rd->len;
+	rd->len += (size_t)n;
+	if (n == 0) {
+		rd->eof = true;
+		rd->boundary = rd->len;
+	} else {
+		find_boundary(rd, from);
+	}
+	rc = input_parse(rd->format, rd->chunk->data + rd->parsed,
+	                 rd->boundary - rd->parsed, &rd->number, list);
+	rd->parsed = rd->boundary;
+	return rc;
+}
+
+int input_release(struct input_reader *rd)
+{
+	if (!rd->chunk)
+		return EXIT_OK;
+	if (!new_chunk(rd, true)) {
+		cli_error("build", NULL, "out of memory reading the input");
+		return EXIT_SYSTEM;
+	}
+	return EXIT_OK;
+}
+
+void input_reader_free(struct input_reader *rd)
+{
+	struct input_chunk *c = rd->chunk;
+
+	while (c) {
+		struct input_chunk *older = c->older;
+
+		free(c);
+		c = older;
+	}
+	rd->chunk = NULL;
+	rd->held = 0;
 }
 
 const char *input_unit(enum input_format format)
@@ -129,10 +229,11 @@ static int check_key_bits(enum input_format format, uint64_t number,
 
 /* ---- TSV --------------------------------------------------------------- */
 
-static int parse_tsv(uint8_t *buf, size_t len, struct record_list *list)
+static int parse_tsv(uint8_t *buf, size_t len, uint64_t *number,
+                     struct record_list *list)
 {
 	uint8_t *p = buf, *end = buf + len;
-	uint64_t line = 0;
+	uint64_t line = *number;
 	char why[96];
 
 	while (p < end) {
@@ -179,15 +280,17 @@ static int parse_tsv(uint8_t *buf, size_t len, struct record_list *list)
 			return rc;
 		p = next;
 	}
+	*number = line;
 	return EXIT_OK;
 }
 
 /* ---- NUL-separated ----------------------------------------------------- */
 
-static int parse_nul(uint8_t *buf, size_t len, struct record_list *list)
+static int parse_nul(uint8_t *buf, size_t len, uint64_t *counter,
+                     struct record_list *list)
 {
 	uint8_t *p = buf, *end = buf + len;
-	uint64_t number = 0;
+	uint64_t number = *counter;
 
 	while (p < end) {
 		uint8_t *key_end = memchr(p, 0, (size_t)(end - p));
@@ -225,6 +328,7 @@ static int parse_nul(uint8_t *buf, size_t len, struct record_list *list)
 			return rc;
 		p = value_end + 1;
 	}
+	*counter = number;
 	return EXIT_OK;
 }
 
@@ -588,10 +692,11 @@ bad_key:
 	return false;
 }
 
-static int parse_jsonl(uint8_t *buf, size_t len, struct record_list *list)
+static int parse_jsonl(uint8_t *buf, size_t len, uint64_t *number,
+                       struct record_list *list)
 {
 	uint8_t *p = buf, *end = buf + len;
-	uint64_t line = 0;
+	uint64_t line = *number;
 
 	while (p < end) {
 		uint8_t *eol = memchr(p, '\n', (size_t)(end - p));
@@ -610,19 +715,20 @@ static int parse_jsonl(uint8_t *buf, size_t len, struct record_list *list)
 			return rc;
 		p = eol ? eol + 1 : end;
 	}
+	*number = line;
 	return EXIT_OK;
 }
 
 int input_parse(enum input_format format, uint8_t *buf, size_t len,
-                struct record_list *list)
+                uint64_t *number, struct record_list *list)
 {
 	switch (format) {
 	case INPUT_TSV:
-		return parse_tsv(buf, len, list);
+		return parse_tsv(buf, len, number, list);
 	case INPUT_NUL:
-		return parse_nul(buf, len, list);
+		return parse_nul(buf, len, number, list);
 	case INPUT_JSONL:
-		return parse_jsonl(buf, len, list);
+		return parse_jsonl(buf, len, number, list);
 	}
 	return EXIT_USAGE;
 }

@@ -16,7 +16,10 @@ KVSEG_TEST_SEED=N reproduces a run; the seed is printed first.
 
 import json
 import os
+import pty
 import random
+import re
+import select
 import shutil
 import subprocess
 import sys
@@ -168,8 +171,10 @@ def tsv_input(items, profile):
             line += b"\t" + any_escape(v)
         lines.append(line + b"\n")
     data = b"".join(lines)
-    if data and rng.random() < 0.3:
-        data = data[:-1]  # the last line needs no newline
+    # The last line needs no newline, unless it is empty (the tombstone
+    # of the empty key), which would vanish with it.
+    if lines and lines[-1] != b"\n" and rng.random() < 0.3:
+        data = data[:-1]
     return data
 
 
@@ -286,7 +291,8 @@ def build(out, records, profile="byte", framing="typed", fmt="tsv",
 def test_help():
     r = kvseg("--help")
     expect_rc(r, 0, "--help")
-    for verb in ("build", "get", "scan", "dump", "verify", "stat"):
+    for verb in ("build", "get", "scan", "dump", "verify", "stat", "merge",
+                 "catalog"):
         check(("\n  %s " % verb).encode() in r.out, "--help lists " + verb,
               r)
         for args in (("help", verb), (verb, "--help"), (verb, "-h")):
@@ -748,10 +754,516 @@ def test_large():
     print("  large: %d records built in %.2f s" % (n, t))
 
 
+# ---- merge ------------------------------------------------------------------
+
+
+def merged_oracle(inputs, drop=False):
+    """Inputs oldest first (dicts): the newest binding of each key wins."""
+    out = {}
+    for recs in inputs:
+        out.update(recs)
+    if drop:
+        out = {k: v for k, v in out.items() if v is not None}
+    return out
+
+
+def merge_counts(inputs, drop):
+    union = merged_oracle(inputs)
+    total = sum(len(r) for r in inputs)
+    dropped = sum(1 for v in union.values() if v is None) if drop else 0
+    return total, len(union) - dropped, total - len(union), dropped
+
+
+SUMMARY = re.compile(rb"^merged (\d+) segments? into (.*): (\d+) records in, "
+                     rb"(\d+) out, (\d+) replaced, (\d+) tombstones "
+                     rb"dropped\n")
+
+
+def check_summary(r, n_inputs, out, counts, what):
+    m = SUMMARY.match(r.out)
+    if not check(m is not None, what + ": a summary line", r):
+        return
+    check(int(m.group(1)) == n_inputs and m.group(2) == out.encode() and
+          tuple(int(m.group(i)) for i in range(3, 7)) == counts,
+          what + ": summary %r, expected %r" % (m.groups(), counts), r)
+
+
+def random_overlapping_inputs(n, profile, typed):
+    """n record sets over one pool of keys, so that keys repeat."""
+    pool = list(random_records(rng.randrange(20, 300), profile, False))
+    inputs = []
+    for _ in range(n):
+        recs = {}
+        for k in rng.sample(pool, rng.randrange(0, len(pool) + 1)):
+            recs[k] = None if typed and rng.random() < 0.2 else \
+                random_value()
+        inputs.append(recs)
+    return inputs
+
+
+def test_merge():
+    for trial in range(12):
+        n = rng.randrange(1, 5)
+        # A bit-profile key pool needs bit-profile inputs and output.
+        profile = rng.choice(["byte", "bit"])
+        inputs = random_overlapping_inputs(n, profile, True)
+        names, modes = [], []
+        for i, recs in enumerate(inputs):
+            p = profile if profile == "bit" else rng.choice(["byte", "bit"])
+            f = "raw" if all(v is not None for v in recs.values()) and \
+                rng.random() < 0.5 else "typed"
+            k = rng.choice([1, 4, 15, 100])
+            name = path("mi-%d-%d.seg" % (trial, i))
+            build(name, recs, p, f, "tsv",
+                  ("--sequence", 10 * trial + rng.randrange(10),
+                   "--restart", k))
+            names.append(name)
+            modes.append((p, f, k))
+        seqs = [json.loads(kvseg("stat", "--json", x).out)["sequence"]
+                for x in names]
+        what = "merge trial %d (%d inputs)" % (trial, n)
+        # Defaults: the newest input's mode and K, sequence max + 1.
+        out = path("mo-%d.seg" % trial)
+        r = kvseg("merge", out, *names)
+        if check(r.rc == 0 and r.err == "", what + ": exit 0, no stderr "
+                 "when piped", r):
+            check_summary(r, n, out, merge_counts(inputs, False), what)
+            check(kvseg("dump", out).out ==
+                  expected_dump(merged_oracle(inputs)),
+                  what + ": dump equals the oracle (newest wins)")
+            st = json.loads(kvseg("stat", "--json", out).out)
+            p, f, k = modes[-1]
+            # Typed if any input holds a tombstone (even a replaced one).
+            tombs = any(v is None for recs in inputs for v in recs.values())
+            want_mode = "%s-%s" % ("typed" if tombs else f, p)
+            check(st["mode"] == want_mode and st["restart_interval"] == k
+                  and st["sequence"] == max(seqs) + 1,
+                  what + ": default mode %s K %d sequence %d, got %s"
+                  % (want_mode, k, max(seqs) + 1, st))
+        # Strong delete, into a chosen mode.
+        out2 = path("mo2-%d.seg" % trial)
+        p2 = "bit" if profile == "bit" else rng.choice(["byte", "bit"])
+        f2 = rng.choice(["typed", "raw"])
+        r = kvseg("merge", "--includes-oldest", "--drop-tombstones",
+                  "--profile", p2, "--framing", f2, "--restart", 3,
+                  "--sequence", 77, "-q", out2, *names)
+        if check(r.rc == 0 and r.out == b"" and r.err == "",
+                 what + ": quiet strong delete", r):
+            check(kvseg("dump", out2).out ==
+                  expected_dump(merged_oracle(inputs, True)),
+                  what + ": strong delete drops tombstones and what they "
+                  "hide")
+            st = json.loads(kvseg("stat", "--json", out2).out)
+            check(st["mode"] == "%s-%s" % (f2, p2) and
+                  st["restart_interval"] == 3 and st["sequence"] == 77,
+                  what + ": mode conversion", r)
+        r = kvseg("merge", "--includes-oldest", "--drop-tombstones", out2,
+                  *names)
+        if r.rc == 0:
+            check_summary(r, n, out2, merge_counts(inputs, True),
+                          what + " (drop)")
+        # A raw output cannot take inputs with tombstones.
+        if any(v is None for recs in inputs for v in recs.values()):
+            bad = path("mo-raw.seg")
+            r = kvseg("merge", "--framing", "raw", bad, *names)
+            expect_error(r, 3, what + ": raw output with tombstones",
+                         "tombstone")
+            check(not os.path.exists(bad), "no output after a refusal")
+    # A merge equals a build of the merged records, byte for byte.
+    inputs = random_overlapping_inputs(3, "byte", True)
+    names = []
+    for i, recs in enumerate(inputs):
+        names.append(path("eq-%d.seg" % i))
+        build(names[-1], recs, extra=("--sequence", i))
+    kvseg("merge", "-q", path("eq.seg"), *names)
+    build(path("eq-built.seg"), merged_oracle(inputs),
+          extra=("--sequence", 3))
+    check(open(path("eq.seg"), "rb").read() ==
+          open(path("eq-built.seg"), "rb").read(),
+          "merge output is byte-identical to build's")
+    # Bit keys into a byte-profile output.
+    build(path("bk.seg"), {"0101": b"x"}, "bit")
+    build(path("bb.seg"), {bits_of(b"a"): b"y"}, "byte")
+    r = kvseg("merge", path("bko.seg"), path("bk.seg"), path("bb.seg"))
+    expect_error(r, 3, "merge of a bit key into the byte profile")
+    check(not os.path.exists(path("bko.seg")), "no output after it")
+    r = kvseg("merge", "--profile", "bit", path("bko.seg"), path("bk.seg"),
+              path("bb.seg"))
+    check(r.rc == 0 and kvseg("dump", path("bko.seg")).out ==
+          b"\\b0101\tx\na\ty\n", "--profile bit keeps bit keys", r)
+    test_merge_errors(names)
+    test_merge_progress(names)
+
+
+def test_merge_errors(names):
+    out = path("me.seg")
+    for args in ((), (out,), ("--drop-tombstones", out, names[0]),
+                 ("--framing", "cooked", out, names[0]),
+                 ("--restart", "0", out, names[0]),
+                 ("--codes", "eg1,eg1,eg1", out, names[0]),
+                 ("--includes-oldest=1", out, names[0]),
+                 ("--bogus", out, names[0])):
+        r = kvseg("merge", *args)
+        expect_error(r, 2, "merge usage error %r" % (args,))
+        check(r.out == b"", "no output on a merge usage error", r)
+    r = kvseg("merge", out, names[0], path("missing.seg"))
+    expect_error(r, 4, "merge of a missing input", "missing.seg")
+    data = bytearray(open(names[0], "rb").read())
+    data[len(data) // 3] ^= 0x55
+    with open(path("dmg.seg"), "wb") as f:
+        f.write(data)
+    r = kvseg("merge", out, path("dmg.seg"), names[1])
+    check(r.rc in (0, 3), "a damaged input merges or fails with 3", r)
+    if r.rc:
+        check(not os.path.exists(out), "no output from a damaged input")
+    r = kvseg("merge", path("no/such/dir/x.seg"), names[0])
+    expect_error(r, 4, "merge into a missing directory")
+    check([n for n in os.listdir(TMP) if ".tmp-" in n] == [],
+          "failed merges leave no temporary file")
+
+
+def run_on_pty(args, stdin=b""):
+    """Runs kvseg with stderr on a terminal; returns (rc, stdout, tty)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([KVSEG] + [str(a) for a in args],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=slave)
+    os.close(slave)
+    out, _ = proc.communicate(stdin, timeout=240)
+    tty = b""
+    while select.select([master], [], [], 0)[0]:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        tty += chunk
+    os.close(master)
+    return proc.returncode, out, tty
+
+
+def test_merge_progress(names):
+    """A progress bar on a terminal, nothing when piped or --quiet."""
+    out = path("mp.seg")
+    rc, stdout, tty = run_on_pty(["merge", out] + names)
+    check(rc == 0 and SUMMARY.match(stdout) is not None and
+          b"records" in tty and b"MB/s" in tty and b"left" in tty,
+          "merge draws a progress bar on a terminal: %r" % tty[:300])
+    check(tty.endswith(b"\r\x1b[K"), "the bar is erased at the end")
+    rc, stdout, tty = run_on_pty(["merge", "--quiet", out] + names)
+    check(rc == 0 and stdout == b"" and tty == b"",
+          "merge --quiet on a terminal draws nothing: %r" % tty[:300])
+    r = kvseg("merge", out, *names)
+    check(r.rc == 0 and r.err == "", "no progress bar when piped", r)
+
+
+# ---- catalog ----------------------------------------------------------------
+
+
+def catalog_list(d):
+    r = kvseg("catalog", d, "list", "--json")
+    if not expect_rc(r, 0, "catalog list --json"):
+        return None
+    return json.loads(r.out)
+
+
+def test_catalog():
+    d = path("cat")
+    os.mkdir(d)
+    segs, seqs = {}, {}  # name -> records, sequence
+    for i in range(3):
+        recs = random_records(rng.randrange(1, 120), "byte", True)
+        name = "s%d.kvs" % i
+        build(os.path.join(d, name), recs, extra=("--sequence", 3 - i))
+        segs[name], seqs[name] = recs, 3 - i
+    with open(os.path.join(d, "notes.txt"), "w") as f:
+        f.write("not a segment\n")
+    r = kvseg("catalog", d, "init")
+    check(r.rc == 0 and r.out == b"generation 1\n", "catalog init", r)
+    r = kvseg("catalog", d, "init")
+    check(r.rc == 0 and r.out == b"generation 1\n",
+          "init of a catalogued directory changes nothing", r)
+    cat = catalog_list(d)
+    # A new catalog orders the files by sequence: s2 (1), s1 (2), s0 (3).
+    order = ["s2.kvs", "s1.kvs", "s0.kvs"]
+    check(cat == {"generation": 1, "segments": [
+        {"name": n, "sequence": seqs[n], "records": len(segs[n]),
+         "size": os.path.getsize(os.path.join(d, n))} for n in order]},
+        "list --json: %r" % cat)
+    r = kvseg("catalog", d, "list")
+    want = "generation 1\n" + "".join(
+        "%s\t%d\t%d\t%d\n" % (n, seqs[n], len(segs[n]),
+                              os.path.getsize(os.path.join(d, n)))
+        for n in order)
+    check(r.rc == 0 and r.out == want.encode(), "list as text", r)
+    # add: by name, by a path into d, and refusals.
+    for i, how in ((3, "name"), (4, "path")):
+        recs = random_records(rng.randrange(1, 120), "byte", True)
+        name = "s%d.kvs" % i
+        build(os.path.join(d, name), recs, extra=("--sequence", i + 1))
+        segs[name], seqs[name] = recs, i + 1
+        arg = name if how == "name" else \
+            os.path.join(d, ".", name) if rng.random() < 0.5 else \
+            os.path.join(d, name)
+        r = kvseg("catalog", d, "add", arg)
+        check(r.rc == 0 and r.out == b"generation %d\n" % (i - 1),
+              "catalog add by " + how, r)
+        order.append(name)
+    build(path("outside.kvs"), {bits_of(b"x"): b"x"})
+    r = kvseg("catalog", d, "add", path("outside.kvs"))
+    expect_error(r, 2, "add of a file outside DIR", "not in")
+    r = kvseg("catalog", d, "add", "s3.kvs")
+    expect_error(r, 3, "add of a live segment", "already")
+    r = kvseg("catalog", d, "add", "notes.txt")
+    expect_error(r, 3, "add of a file that is not a segment")
+    r = kvseg("catalog", d, "add", "nothere.kvs")
+    check(r.rc in (3, 4), "add of a missing file fails", r)
+    cat = catalog_list(d)
+    check(cat["generation"] == 3 and
+          [e["name"] for e in cat["segments"]] == order,
+          "failed adds change nothing: %r" % cat)
+
+    def live_records():
+        return merged_oracle([segs[n] for n in order])
+
+    everything = live_records()
+    # merge of consecutive middle segments, given in any order.
+    mid = order[1:4]
+    r = kvseg("catalog", d, "merge", *reversed(mid))
+    expect_rc(r, 0, "catalog merge of three middle segments")
+    cat = catalog_list(d)
+    new = [e for e in cat["segments"] if e["name"] not in order]
+    if check(len(new) == 1 and cat["generation"] == 4,
+             "one new segment, one new generation: %r" % cat):
+        name = new[0]["name"]
+        check([e["name"] for e in cat["segments"]] ==
+              [order[0], name, order[4]],
+              "the merged segment takes its inputs' place: %r" % cat)
+        check(SUMMARY.match(r.out) is not None and
+              r.out.endswith(b"generation 4\n"), "merge prints its "
+              "summary and generation", r)
+        # Its sequence is the newest input's, and names it.
+        check(name == "seg-%d.kvs" % max(seqs[n] for n in mid) and
+              new[0]["sequence"] == max(seqs[n] for n in mid),
+              "the merged file is seg-SEQUENCE.kvs: %r" % new)
+        for n in mid:
+            check(not os.path.exists(os.path.join(d, n)),
+                  "merged input %s removed" % n)
+        segs[name] = merged_oracle([segs[n] for n in mid])
+        check(kvseg("dump", os.path.join(d, name)).out ==
+              expected_dump(segs[name]), "catalog merge dump equals "
+              "the oracle (tombstones kept)")
+        order = [order[0], name, order[4]]
+    check(live_records() == everything, "the live records are unchanged")
+    # Refusals.
+    for args, rc, needle in (
+            (("merge", order[0], order[2]), 2, "consecutive"),
+            (("merge", "nope.kvs"), 2, "not a live segment"),
+            (("merge", order[0], order[0]), 2, "twice"),
+            (("merge", "--drop-tombstones", order[1], order[2]), 2,
+             "oldest"),
+            (("merge", "--includes-oldest"), 2, "unknown option"),
+            (("list", "--profile", "bit"), 2, "merge only"),
+            (("add", "--json", order[0]), 2, "list only"),
+            (("frob",), 2, "unknown action"),
+            (("list", "extra"), 2, "no operands")):
+        r = kvseg("catalog", d, *args)
+        expect_error(r, rc, "catalog %r" % (args,), needle)
+    r = kvseg("catalog", path("nodir"), "list")
+    expect_error(r, 4, "catalog of a missing directory")
+    check(catalog_list(d)["generation"] == 4, "refusals change nothing")
+    # A strong delete over everything, into another mode.
+    r = kvseg("catalog", d, "merge", "all", "--drop-tombstones",
+              "--framing", "raw", "--profile", "bit", "-q")
+    check(r.rc == 0 and r.out == b"", "catalog merge all --drop-tombstones",
+          r)
+    cat = catalog_list(d)
+    if check(len(cat["segments"]) == 1, "one live segment left: %r" % cat):
+        name = cat["segments"][0]["name"]
+        seg = os.path.join(d, name)
+        check(kvseg("dump", seg).out ==
+              expected_dump(merged_oracle([everything], True)),
+              "strong delete leaves the live values")
+        st = json.loads(kvseg("stat", "--json", seg).out)
+        check(st["mode"] == "raw-bit", "catalog merge converts the mode")
+        check(sorted(os.listdir(d)) == sorted(["CATALOG", "CATALOG.lock",
+                                               "notes.txt", name]),
+              "only the live segment is left: %r" % os.listdir(d))
+    test_catalog_conflict()
+
+
+def test_catalog_conflict():
+    """The catalog changes while a merge runs: nothing is published."""
+    d = path("conflict")
+    os.mkdir(d)
+    for i, n in enumerate(("a.kvs", "b.kvs", "c.kvs")):
+        build(os.path.join(d, n), random_records(50, "byte", True),
+              extra=("--sequence", i + 1))
+    os.rename(os.path.join(d, "c.kvs"), path("c.kvs"))
+    expect_rc(kvseg("catalog", d, "init"), 0, "init")
+    catalog = os.path.join(d, "CATALOG")
+    gen1 = open(catalog, "rb").read()
+    os.rename(path("c.kvs"), os.path.join(d, "c.kvs"))
+    expect_rc(kvseg("catalog", d, "add", "c.kvs"), 0, "add")
+    gen2 = open(catalog, "rb").read()
+
+    def put_catalog(data):
+        with open(catalog + ".swap", "wb") as f:
+            f.write(data)
+        os.rename(catalog + ".swap", catalog)
+
+    put_catalog(gen1)  # at generation 1 again: a and b live
+    # kvseg draws its first progress bar on a terminal whose buffer is
+    # full, and so waits there, its output file open, until it is read.
+    master, slave = pty.openpty()
+    filler = os.open(os.ttyname(slave), os.O_WRONLY | os.O_NONBLOCK |
+                     os.O_NOCTTY)
+    # The kernel moves a terminal's output on asynchronously: it is full
+    # when writes have been refused for a while.
+    refused = 0
+    while refused < 20:
+        try:
+            os.write(filler, b"x" * 256)
+            refused = 0
+        except BlockingIOError:
+            try:
+                os.write(filler, b"x")
+                refused = 0
+            except BlockingIOError:
+                refused += 1
+                time.sleep(0.01)
+    os.close(filler)
+    proc = subprocess.Popen([KVSEG, "catalog", d, "merge"],
+                            stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    deadline = time.monotonic() + 60
+    while (time.monotonic() < deadline and proc.poll() is None and
+           not any(".tmp-" in n for n in os.listdir(d))):
+        time.sleep(0.01)
+    check(proc.poll() is None, "the merge waits on its terminal")
+    put_catalog(gen2)  # another process added c meanwhile
+    tty = b""
+    while True:
+        ready = select.select([master], [], [], 0.1)[0]
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            tty += chunk
+        elif proc.poll() is not None:
+            break
+    out = proc.stdout.read()
+    proc.wait(timeout=60)
+    os.close(master)
+    check(proc.returncode == 3 and b"changed during the merge" in tty and
+          out == b"", "a conflicting merge exits 3 and says so: rc %s, "
+          "%r" % (proc.returncode, tty[-400:]))
+    check(sorted(os.listdir(d)) == ["CATALOG", "CATALOG.lock", "a.kvs",
+                                    "b.kvs", "c.kvs"],
+          "the merged file is removed, the inputs kept: %r"
+          % os.listdir(d))
+    cat = catalog_list(d)
+    check(cat["generation"] == 2 and [e["name"] for e in cat["segments"]]
+          == ["a.kvs", "b.kvs", "c.kvs"], "the other change stands")
+
+
+# ---- build --memory ---------------------------------------------------------
+
+
+def test_build_memory():
+    """Inputs far larger than --memory 4K: sorted in runs, then merged."""
+    for profile, framing in MODES:
+        for fmt in ("tsv", "jsonl", "nul"):
+            nul = fmt == "nul"
+            records = random_records(rng.randrange(300, 900),
+                                     "byte" if nul else profile,
+                                     framing == "typed" and not nul,
+                                     nul=not nul)
+            what = "build --memory 4K %s-%s from %s" % (framing, profile,
+                                                         fmt)
+            items = shuffled(records)
+            small, big = path("mem-small.seg"), path("mem-big.seg")
+            data = encode_input(fmt, items, profile)
+            before = sorted(os.listdir(TMP))
+            r = kvseg("build", "--memory", "4K", "--profile", profile,
+                      "--framing", framing, "--input", fmt, small,
+                      stdin=data)
+            expect_rc(r, 0, what)
+            check(kvseg("dump", small).out == expected_dump(records),
+                  what + ": dump equals the oracle", r)
+            r = kvseg("build", "--profile", profile, "--framing", framing,
+                      "--input", fmt, big, stdin=data)
+            check(open(small, "rb").read() == open(big, "rb").read(),
+                  what + ": the same file as without a bound")
+            after = sorted(os.listdir(TMP))
+            check(after == sorted(set(before) | {"mem-small.seg",
+                                                 "mem-big.seg"}),
+                  what + ": no run left behind")
+    # Repeated keys: in one run (lines named), across runs (key named).
+    records = random_records(800, "byte", True)
+    items = shuffled(records)
+    k, v = items[0]
+    seg = path("memdup.seg")
+    before = sorted(os.listdir(TMP))
+    for dup_items, needles in (
+            (items[:1] + [(k, b"again")] + items[1:], ("lines 1 and 2",)),
+            (items + [(k, b"again")], ("given more than once",
+                                       "different --memory runs",
+                                       key_text(k)))):
+        data = tsv_input(dup_items, "byte")
+        r = kvseg("build", "--memory", "4K", seg, stdin=data)
+        expect_error(r, 3, "build --memory with a repeated key", *needles)
+        check(not os.path.exists(seg), "no segment after a repeated key")
+        listdir_clean(before, "build --memory with a repeated key")
+        # --last-wins: the later record wins, across runs too.
+        r = kvseg("build", "--memory", "4K", "--last-wins", seg,
+                  stdin=data)
+        want = dict(dup_items)
+        check(r.rc == 0 and kvseg("dump", seg).out == expected_dump(want),
+              "build --memory --last-wins keeps the later record", r)
+        os.unlink(seg)
+    # A later tombstone across runs wins too.
+    data = tsv_input(items + [(k, None)], "byte")
+    r = kvseg("build", "--memory", "4K", "--last-wins", seg, stdin=data)
+    want = dict(items)
+    want[k] = None
+    check(r.rc == 0 and kvseg("dump", seg).out == expected_dump(want),
+          "a later tombstone wins across runs", r)
+    os.unlink(seg)
+    # Bad input in a late run: its line is named, nothing is left.
+    data = tsv_input(items, "byte")
+    if not data.endswith(b"\n"):
+        data += b"\n"
+    data += b"bad\tx\ty\n"
+    r = kvseg("build", "--memory", "4K", seg, stdin=data)
+    expect_error(r, 3, "bad input after several runs",
+                 "line %d" % (len(items) + 1), "second TAB")
+    listdir_clean(before, "build --memory with bad input")
+    # A key longer than the bound is still read whole.
+    long_key = b"k" * 20000
+    r = kvseg("build", "--memory", "4K", seg,
+              stdin=b"a\t1\n" + long_key + b"\tv\nb\t2\n")
+    check(r.rc == 0 and kvseg("dump", seg).out ==
+          b"a\t1\nb\t2\n" + long_key + b"\tv\n",
+          "a record longer than --memory", r)
+    for bad in ("0", "1", "1023", "5X", "K", "-4K", "1.5M", "99999999999G"):
+        r = kvseg("build", "--memory", bad, path("never.seg"),
+                  stdin=b"a\t1\n")
+        expect_error(r, 2, "build --memory %s" % bad, "--memory")
+    for good in ("1024", "1k", "2M", "1G"):
+        r = kvseg("build", "--memory", good, seg, stdin=b"a\t1\n")
+        check(r.rc == 0, "build --memory %s" % good, r)
+
+
 TESTS = [test_help, test_modes_and_formats, test_dump_across_modes,
          test_get, test_scan_filters, test_duplicates, test_bad_input,
          test_empty_and_bits, test_verify_and_corruption, test_stat,
-         test_bad_arguments, test_large]
+         test_bad_arguments, test_large, test_merge, test_catalog,
+         test_build_memory]
 
 
 def main():

@@ -1,0 +1,546 @@
+/*
+ * kvseg_catalog.c — kvseg catalog DIR init|list|add|merge: the catalog of
+ * a segment directory (kvseg/catalog.h) from the command line.
+ *
+ * A catalog names files of its own directory only, so a SEG argument is a
+ * name in DIR, or a path whose directory is DIR (the same directory,
+ * compared by device and inode, however it is spelled).
+ *
+ * merge is optimistic: it reads the generation, merges without holding
+ * any lock, and publishes with kvs_catalog_replace() only if the catalog
+ * is still at that generation; otherwise the merged file is removed and
+ * nothing changed. The output's name is reserved first by creating it
+ * exclusively (the merge then renames the segment over the empty file),
+ * so two merges in one directory never write the same file. Its sequence
+ * is by default the newest input's: the merged segment takes the newest
+ * input's place in age order, and keeping sequences in that order keeps
+ * the order a catalog rebuilt from the files (by sequence) would give.
+ */
+#include "kvseg_cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kvseg/catalog.h"
+
+enum { OPT_JSON = 1 };
+
+static const struct cli_option catalog_options[] = {
+    MERGE_CLI_OPTIONS,
+    {"json", false, OPT_JSON},
+    {NULL, false, 0},
+};
+
+struct catalog_args {
+	const char *dir;
+	const char *action;
+	const char **operands; /* after DIR and the action */
+	size_t count;
+	bool json;
+	bool merge_options; /* any merge option other than --quiet */
+	struct merge_config merge;
+};
+
+/* Reports a libkvseg error about dir, whose messages start with DIR or
+ * DIR/NAME. */
+static int catalog_failure(const char *dir, kvs_status st, const kvs_error *err)
+{
+	size_t n = strlen(dir);
+
+	if (err->message[0] != '\0' && strncmp(err->message, dir, n) == 0 &&
+	    err->message[n] == '/') {
+		cli_error("catalog", NULL, "%s", err->message);
+		return exit_for_status(st);
+	}
+	return cli_error_kvs("catalog", dir, st, err, "");
+}
+
+static int open_catalog(const char *dir, kvs_catalog **out)
+{
+	kvs_error err = {0};
+	kvs_status st = kvs_catalog_open(out, dir, &err);
+
+	if (st == KVS_OK)
+		return EXIT_OK;
+	*out = NULL;
+	return catalog_failure(dir, st, &err);
+}
+
+/*
+ * The file name in dir that arg stands for: arg itself if it has no '/',
+ * else its last component, if the directory before it is dir.
+ */
+static int resolve_name(const char *dir, const char *arg,
+                        char name[KVS_CATALOG_MAX_NAME + 1])
+{
+	const char *slash = strrchr(arg, '/'), *base = slash ? slash + 1 : arg;
+	size_t len = strlen(base);
+
+	if (slash) {
+		struct stat in_dir, in_arg;
+		char *parent =
+		    strndup(arg, slash == arg ? 1 : (size_t)(slash - arg));
+
+		if (!parent) {
+			cli_error("catalog", NULL, "out of memory");
+			return EXIT_SYSTEM;
+		}
+		if (stat(parent, &in_arg) != 0) {
+			cli_error("catalog", parent, "%s", strerror(errno));
+			free(parent);
+			return EXIT_SYSTEM;
+		}
+		free(parent);
+		if (stat(dir, &in_dir) != 0) {
+			cli_error("catalog", dir, "%s", strerror(errno));
+			return EXIT_SYSTEM;
+		}
+		if (in_dir.st_dev != in_arg.st_dev ||
+		    in_dir.st_ino != in_arg.st_ino)
+			return cli_usage("catalog",
+			                 "'%s' is not in %s (a catalog names "
+			                 "files of its own directory only)",
+			                 arg, dir);
+	}
+	if (len == 0 || len > KVS_CATALOG_MAX_NAME || base[0] == '.' ||
+	    strcmp(base, KVS_CATALOG_FILE) == 0)
+		return cli_usage("catalog",
+		                 "'%s' is not a segment file name (1 to %d "
+		                 "bytes, not starting with '.', not %s)",
+		                 arg, KVS_CATALOG_MAX_NAME, KVS_CATALOG_FILE);
+	memcpy(name, base, len + 1);
+	return EXIT_OK;
+}
+
+static int print_generation(const kvs_catalog *c)
+{
+	printf("generation %llu\n",
+	       (unsigned long long)kvs_catalog_generation(c));
+	return cli_flush_stdout("catalog");
+}
+
+/* ---- init, list, add --------------------------------------------------- */
+
+static int catalog_init(const struct catalog_args *a)
+{
+	kvs_catalog *c;
+	int rc = open_catalog(a->dir, &c);
+
+	if (rc)
+		return rc;
+	if (!a->merge.quiet)
+		rc = print_generation(c);
+	kvs_catalog_close(c);
+	return rc;
+}
+
+static bool list_entry(struct strbuf *sb, bool json, bool first,
+                       const kvs_catalog_entry *e, uint64_t records)
+{
+	size_t len = strlen(e->name);
+	char numbers[96];
+
+	if (json) {
+		snprintf(numbers, sizeof numbers,
+		         ",\"sequence\":%llu,\"records\":%llu,\"size\":%llu}",
+		         (unsigned long long)e->sequence,
+		         (unsigned long long)records,
+		         (unsigned long long)e->size);
+		return (first || sb_putc(sb, ',')) && sb_putc(sb, '{') &&
+		       json_put_field(sb, "name", (const uint8_t *)e->name,
+		                      (uint64_t)len * 8) &&
+		       sb_append(sb, numbers, strlen(numbers));
+	}
+	snprintf(numbers, sizeof numbers, "\t%llu\t%llu\t%llu\n",
+	         (unsigned long long)e->sequence, (unsigned long long)records,
+	         (unsigned long long)e->size);
+	return text_encode(sb, (const uint8_t *)e->name, (uint64_t)len * 8) &&
+	       sb_append(sb, numbers, strlen(numbers));
+}
+
+static int catalog_list(const struct catalog_args *a)
+{
+	struct strbuf sb = {0};
+	kvs_catalog *c;
+	char head[64];
+	int rc = open_catalog(a->dir, &c);
+	bool ok;
+
+	if (rc)
+		return rc;
+	snprintf(head, sizeof head,
+	         a->json ? "{\"generation\":%llu,\"segments\":["
+	                 : "generation %llu\n",
+	         (unsigned long long)kvs_catalog_generation(c));
+	ok = sb_append(&sb, head, strlen(head));
+	for (size_t i = 0; ok && i < kvs_catalog_count(c); i++) {
+		const kvs_catalog_entry *e = kvs_catalog_entry_at(c, i);
+		char *path = cli_path_join(a->dir, e->name);
+		kvs_segment *seg = NULL;
+		kvs_segment_info info;
+
+		if (!path) {
+			ok = false;
+			break;
+		}
+		rc = open_segment("catalog", path, &seg);
+		free(path);
+		if (rc)
+			goto out;
+		kvs_segment_info_get(seg, &info);
+		kvs_segment_unref(seg);
+		ok = list_entry(&sb, a->json, i == 0, e, info.records);
+	}
+	if (ok && a->json)
+		ok = sb_append(&sb, "]}\n", 3);
+	if (!ok) {
+		cli_error("catalog", NULL, "out of memory");
+		rc = EXIT_SYSTEM;
+		goto out;
+	}
+	fwrite(sb.data, 1, sb.len, stdout);
+	rc = cli_flush_stdout("catalog");
+out:
+	sb_free(&sb);
+	kvs_catalog_close(c);
+	return rc;
+}
+
+static int catalog_add(const struct catalog_args *a)
+{
+	char(*names)[KVS_CATALOG_MAX_NAME + 1];
+	kvs_catalog *c = NULL;
+	int rc = EXIT_OK;
+
+	if (a->count == 0)
+		return cli_usage("catalog", "add: no segment given");
+	names = calloc(a->count, sizeof *names);
+	if (!names) {
+		cli_error("catalog", NULL, "out of memory");
+		return EXIT_SYSTEM;
+	}
+	/* Every argument is checked before the catalog changes. */
+	for (size_t i = 0; i < a->count && !rc; i++)
+		rc = resolve_name(a->dir, a->operands[i], names[i]);
+	if (!rc)
+		rc = open_catalog(a->dir, &c);
+	for (size_t i = 0; i < a->count && !rc; i++) {
+		kvs_error err = {0};
+		kvs_status st = kvs_catalog_add(c, names[i], &err);
+
+		if (st != KVS_OK)
+			rc = catalog_failure(a->dir, st, &err);
+	}
+	if (!rc && !a->merge.quiet)
+		rc = print_generation(c);
+	kvs_catalog_close(c);
+	free(names);
+	return rc;
+}
+
+/* ---- merge ------------------------------------------------------------- */
+
+/* Picks the live segments to merge: [*first, *first + *n). */
+static int choose_inputs(const struct catalog_args *a, const kvs_catalog *c,
+                         size_t *first, size_t *n)
+{
+	size_t count = kvs_catalog_count(c), lo = SIZE_MAX, hi = 0;
+	bool *chosen;
+	int rc = EXIT_OK;
+
+	*first = 0;
+	*n = count;
+	if (a->count == 0 ||
+	    (a->count == 1 && strcmp(a->operands[0], "all") == 0))
+		return EXIT_OK;
+	chosen = calloc(count + 1, sizeof *chosen);
+	if (!chosen) {
+		cli_error("catalog", NULL, "out of memory");
+		return EXIT_SYSTEM;
+	}
+	for (size_t i = 0; i < a->count && !rc; i++) {
+		char name[KVS_CATALOG_MAX_NAME + 1];
+		size_t at = 0;
+
+		rc = resolve_name(a->dir, a->operands[i], name);
+		if (rc)
+			break;
+		while (at < count &&
+		       strcmp(kvs_catalog_entry_at(c, at)->name, name) != 0)
+			at++;
+		if (at == count)
+			rc = cli_usage("catalog",
+			               "merge: '%s' is not a live segment of "
+			               "%s (see kvseg catalog %s list)",
+			               a->operands[i], a->dir, a->dir);
+		else if (chosen[at])
+			rc = cli_usage("catalog", "merge: '%s' is given twice",
+			               a->operands[i]);
+		else
+			chosen[at] = true;
+		lo = at < lo ? at : lo;
+		hi = at > hi ? at : hi;
+	}
+	for (size_t i = lo; !rc && i <= hi; i++) {
+		if (!chosen[i])
+			rc = cli_usage("catalog",
+			               "merge: the segments to merge must be "
+			               "consecutive in age order, but %s lies "
+			               "between them",
+			               kvs_catalog_entry_at(c, i)->name);
+	}
+	free(chosen);
+	*first = lo;
+	*n = rc ? 0 : hi - lo + 1;
+	return rc;
+}
+
+/* Creates DIR/seg-SEQUENCE.kvs (or seg-SEQUENCE-N.kvs) exclusively. */
+static int reserve_output(const char *dir, uint64_t sequence,
+                          char name[KVS_CATALOG_MAX_NAME + 1], char **path)
+{
+	for (unsigned n = 1; n <= 1000; n++) {
+		int fd;
+
+		if (n == 1)
+			snprintf(name, KVS_CATALOG_MAX_NAME + 1, "seg-%llu.kvs",
+			         (unsigned long long)sequence);
+		else
+			snprintf(name, KVS_CATALOG_MAX_NAME + 1,
+			         "seg-%llu-%u.kvs",
+			         (unsigned long long)sequence, n);
+		*path = cli_path_join(dir, name);
+		if (!*path) {
+			cli_error("catalog", NULL, "out of memory");
+			return EXIT_SYSTEM;
+		}
+		fd = open(*path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd >= 0) {
+			close(fd);
+			return EXIT_OK;
+		}
+		if (errno != EEXIST) {
+			cli_error("catalog", *path, "%s", strerror(errno));
+			free(*path);
+			*path = NULL;
+			return EXIT_SYSTEM;
+		}
+		free(*path);
+		*path = NULL;
+	}
+	cli_error("catalog", dir, "no free name seg-%llu[-N].kvs",
+	          (unsigned long long)sequence);
+	return EXIT_SYSTEM;
+}
+
+/* Is name live in the newest generation? When that cannot be known, yes:
+ * better a stray file left behind than a live segment removed. */
+static bool may_be_live(kvs_catalog *c, const char *name)
+{
+	if (kvs_catalog_reload(c, NULL) != KVS_OK)
+		return true;
+	for (size_t i = 0; i < kvs_catalog_count(c); i++) {
+		if (strcmp(kvs_catalog_entry_at(c, i)->name, name) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Publishes out_name in place of the inputs; removes it on failure. */
+static int publish_merge(const struct catalog_args *a, kvs_catalog *c,
+                         uint64_t generation, const char *const *names,
+                         size_t n, const char *out_name, const char *out_path)
+{
+	kvs_error err = {0};
+	kvs_status st =
+	    kvs_catalog_replace(c, generation, names, n, out_name, true, &err);
+
+	if (st == KVS_OK)
+		return EXIT_OK;
+	if (st == KVS_E_CONFLICT) {
+		unlink(out_path);
+		cli_error("catalog", a->dir,
+		          "the catalog changed during the merge (%s); nothing "
+		          "was published and %s was removed: run the merge "
+		          "again",
+		          err.message, out_name);
+		return EXIT_DATA;
+	}
+	/* Unless the new generation is out (an input could not be
+	 * unlinked after it), the merged file is nobody's. */
+	if (!may_be_live(c, out_name))
+		unlink(out_path);
+	return catalog_failure(a->dir, st, &err);
+}
+
+static int catalog_merge(struct catalog_args *a)
+{
+	struct merge_config *cfg = &a->merge;
+	kvs_catalog *c = NULL;
+	kvs_segment **segs = NULL;
+	const char **names = NULL;
+	char **paths = NULL;
+	char out_name[KVS_CATALOG_MAX_NAME + 1];
+	char *out_path = NULL;
+	kvs_merge_stats stats;
+	uint64_t generation;
+	size_t first, n = 0;
+	int rc = open_catalog(a->dir, &c);
+
+	if (rc)
+		return rc;
+	generation = kvs_catalog_generation(c);
+	rc = choose_inputs(a, c, &first, &n);
+	if (rc)
+		goto out;
+	if (n == 0) {
+		if (!cfg->quiet)
+			printf("nothing to merge: %s has no live segments\n",
+			       a->dir);
+		rc = cli_flush_stdout("catalog");
+		goto out;
+	}
+	segs = calloc(n, sizeof *segs);
+	names = calloc(n, sizeof *names);
+	paths = calloc(n, sizeof *paths);
+	if (!segs || !names || !paths) {
+		cli_error("catalog", NULL, "out of memory");
+		rc = EXIT_SYSTEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n && !rc; i++) {
+		const kvs_catalog_entry *e = kvs_catalog_entry_at(c, first + i);
+
+		names[i] = e->name;
+		paths[i] = cli_path_join(a->dir, e->name);
+		if (!paths[i]) {
+			cli_error("catalog", NULL, "out of memory");
+			rc = EXIT_SYSTEM;
+		} else {
+			rc = open_segment("catalog", paths[i], &segs[i]);
+		}
+	}
+	if (rc)
+		goto out;
+	cfg->includes_oldest = first == 0;
+	if (!cfg->sequence_set) {
+		for (size_t i = 0; i < n; i++) {
+			const kvs_catalog_entry *e =
+			    kvs_catalog_entry_at(c, first + i);
+
+			if (i == 0 || e->sequence > cfg->output.sequence)
+				cfg->output.sequence = e->sequence;
+		}
+		cfg->sequence_set = true;
+	}
+	rc = merge_prepare("catalog", segs, (const char *const *)paths, n, cfg);
+	if (!rc)
+		rc = reserve_output(a->dir, cfg->output.sequence, out_name,
+		                    &out_path);
+	if (rc)
+		goto out;
+	rc = merge_run("catalog", segs, (const char *const *)paths, n, out_path,
+	               cfg, &stats);
+	if (rc) {
+		unlink(out_path); /* the reservation */
+		goto out;
+	}
+	rc = publish_merge(a, c, generation, names, n, out_name, out_path);
+	if (!rc && !cfg->quiet) {
+		merge_print_summary(n, out_path, &stats);
+		rc = print_generation(c);
+	}
+out:
+	for (size_t i = 0; i < n; i++) {
+		if (segs)
+			kvs_segment_unref(segs[i]);
+		if (paths)
+			free(paths[i]);
+	}
+	free(segs);
+	free(names);
+	free(paths);
+	free(out_path);
+	kvs_catalog_close(c);
+	return rc;
+}
+
+/* ---- the verb ---------------------------------------------------------- */
+
+static int parse_catalog_args(int argc, char **argv, struct catalog_args *a)
+{
+	struct cli_args args;
+	const char *val;
+	int id, rc;
+
+	cli_args_init(&args, "catalog", argc, argv);
+	while ((id = cli_args_next(&args, catalog_options, &val)) != ARG_END) {
+		if (id == ARG_ERROR)
+			return EXIT_USAGE;
+		if (id == ARG_HELP)
+			return -1;
+		if (id == OPT_JSON) {
+			a->json = true;
+		} else if (id != ARG_OPERAND) {
+			rc = merge_option("catalog", &a->merge, id, val);
+			if (rc)
+				return rc;
+			if (id != MERGE_OPT_QUIET)
+				a->merge_options = true;
+		} else if (!a->dir) {
+			a->dir = val;
+		} else if (!a->action) {
+			a->action = val;
+		} else {
+			a->operands[a->count++] = val;
+		}
+	}
+	if (!a->dir)
+		return cli_usage("catalog", "no directory given");
+	if (!a->action)
+		return cli_usage("catalog",
+		                 "no action given (init, list, add or merge)");
+	if (a->json && strcmp(a->action, "list") != 0)
+		return cli_usage("catalog", "--json is for list only");
+	if (a->merge_options && strcmp(a->action, "merge") != 0)
+		return cli_usage("catalog", "merge options are for merge only");
+	if (a->merge.quiet && strcmp(a->action, "list") == 0)
+		return cli_usage("catalog", "--quiet is not for list");
+	return EXIT_OK;
+}
+
+int cmd_catalog(int argc, char **argv)
+{
+	struct catalog_args a = {0};
+	int rc;
+
+	a.operands = calloc((size_t)argc, sizeof *a.operands);
+	if (!a.operands) {
+		cli_error("catalog", NULL, "out of memory");
+		return EXIT_SYSTEM;
+	}
+	rc = parse_catalog_args(argc, argv, &a);
+	if (rc < 0)
+		rc = cli_help("catalog");
+	else if (rc)
+		;
+	else if (strcmp(a.action, "init") == 0 || strcmp(a.action, "list") == 0)
+		rc = a.count ? cli_usage("catalog", "%s takes no operands",
+		                         a.action)
+		     : a.action[0] == 'i' ? catalog_init(&a)
+		                          : catalog_list(&a);
+	else if (strcmp(a.action, "add") == 0)
+		rc = catalog_add(&a);
+	else if (strcmp(a.action, "merge") == 0)
+		rc = catalog_merge(&a);
+	else
+		rc = cli_usage("catalog",
+		               "unknown action '%s' (init, list, add or merge)",
+		               a.action);
+	free(a.operands);
+	return rc;
+}
