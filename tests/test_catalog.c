@@ -723,6 +723,28 @@ static void test_temporaries(void **state)
 	expect_catalog(c, 1, a, 1, "scan with temporaries");
 	CHECK(count_temporaries(dir, NULL, 0) == 0, "temporaries removed");
 	kvs_catalog_close(c);
+
+	/* a temporary file whose writer still runs (holds its lock) stays;
+	 * once the writer is gone it is an orphan */
+	make_subdir(dir, "temps-live");
+	kvs_writer *w = NULL;
+	kvs_writer_options wo = {0};
+	wo.flags = KVS_WRITER_NO_SYNC;
+	path_join(p, dir, "live");
+	kvs_error err = {0};
+	CHECK(kvs_writer_open(&w, p, &wo, &err) == KVS_OK, "writer: %s",
+	      err.message);
+	CHECK(kvs_writer_add_bytes(w, "k", 1, KVS_KIND_VALUE, "v", 1, &err) ==
+	          KVS_OK,
+	      "add: %s", err.message);
+	c = open_ok(dir, "open beside a running writer");
+	kvs_catalog_close(c);
+	CHECK(count_temporaries(dir, NULL, 0) == 1,
+	      "a running writer's temporary file is kept");
+	CHECK(kvs_writer_finish(w, &err) == KVS_OK,
+	      "the writer still finishes: %s", err.message);
+	kvs_writer_free(w);
+	CHECK(exists(dir, "live"), "the writer's segment is in place");
 }
 
 static void expect_open_corrupt(const char *dir, const char *name,

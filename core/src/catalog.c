@@ -641,7 +641,21 @@ static kvs_status remove_temporaries(const char *dir, kvs_error *err)
 		        0 ||
 		    !S_ISREG(sb.st_mode))
 			continue;
-		if (unlinkat(dirfd(dp), de->d_name, 0) < 0 && errno != ENOENT)
+		/* A live writer holds a lock on its temporary file until it
+		 * has renamed it: only files nobody holds are orphans. */
+		int fd = openat(dirfd(dp), de->d_name,
+		                O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue;
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			close(fd);
+			continue;
+		}
+		int rc = unlinkat(dirfd(dp), de->d_name, 0);
+		int e = errno;
+		close(fd);
+		errno = e;
+		if (rc < 0 && errno != ENOENT)
 			st = kvs_error_set(err, KVS_E_IO,
 			                   "%s/%s: cannot remove a temporary "
 			                   "file: %s",

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -152,6 +153,13 @@ kvs_status kvs_writer_open(kvs_writer **out, const char *path,
 		    err, KVS_E_IO, "%s: cannot create a temporary file: %s",
 		    path, strerror(errno));
 		w->tmp_path[0] = '\0';
+		kvs_writer_free(w);
+		return st;
+	}
+	/* Held until the file has its final name: a catalog's recovery
+	 * removes only temporary files that nobody holds (catalog.c). */
+	if (flock(w->fd, LOCK_EX) < 0) {
+		kvs_status st = io_fail(w, err, "flock");
 		kvs_writer_free(w);
 		return st;
 	}
@@ -723,14 +731,15 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	bool sync = !(w->opt.flags & KVS_WRITER_NO_SYNC);
 	if (sync && fsync(w->fd) < 0)
 		return io_fail(w, err, "fsync");
+	/* rename while the file is still open and locked (see open) */
+	if (rename(w->tmp_path, w->path) < 0)
+		return io_fail(w, err, "rename");
+	w->tmp_path[0] = '\0'; /* nothing left to remove */
 	if (close(w->fd) < 0) {
 		w->fd = -1;
 		return io_fail(w, err, "close");
 	}
 	w->fd = -1;
-	if (rename(w->tmp_path, w->path) < 0)
-		return io_fail(w, err, "rename");
-	w->tmp_path[0] = '\0'; /* nothing left to remove */
 	w->finished = true;
 	if (sync) { /* make the new name durable */
 		const char *slash = strrchr(w->path, '/');

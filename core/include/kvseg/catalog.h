@@ -51,11 +51,10 @@ typedef struct kvs_catalog kvs_catalog;
  * without a catalog gets one naming its segment files (those that open as
  * segments) ordered by sequence number, then name.
  *
- * Because it removes segment writers' temporaries, open a directory while
- * no other process writes segments into it (a writer whose temporary was
- * removed fails at kvs_writer_finish; nothing published is touched); use
- * reload() to follow a directory that is being written. The directory must
- * be writable (CATALOG.lock is created in it).
+ * A segment writer holds an exclusive flock on its temporary file until
+ * it has renamed it, and open removes only temporaries that nobody holds,
+ * so opening a directory beside running writers and merges is safe. The
+ * directory must be writable (CATALOG.lock is created in it).
  */
 kvs_status kvs_catalog_open(kvs_catalog **out, const char *dir,
                             kvs_error *err);
