@@ -259,10 +259,15 @@ decode_bit_with(kvs_cursor *c, bool restart, const seg_field *fields)
 	return KVS_OK;
 }
 
-kvs_status seg_cursor_decode_at(kvs_cursor *c, uint64_t ordinal, uint64_t off)
+/* Decodes the record at stream offset off as record ordinal, whose place
+ * in its restart block is in_block (0: a restart). The callers keep
+ * in_block as a counter: a division per record (ordinal % K) cost more
+ * than the rest of a bit-profile record (bench_merge, perf). */
+static kvs_status decode_at(kvs_cursor *c, uint64_t ordinal,
+                            uint32_t in_block, uint64_t off)
 {
 	const kvs_segment *s = c->seg;
-	bool restart = ordinal % s->restart_interval == 0;
+	bool restart = in_block == 0;
 	kvs_status st;
 	if (s->profile == KVS_PROFILE_BYTE) {
 		st = decode_byte(c, restart, off);
@@ -277,6 +282,7 @@ kvs_status seg_cursor_decode_at(kvs_cursor *c, uint64_t ordinal, uint64_t off)
 	if (st != KVS_OK)
 		return invalidate(c, st);
 	c->ordinal = ordinal;
+	c->in_block = in_block;
 	return KVS_OK;
 }
 
@@ -287,7 +293,7 @@ static kvs_status load_restart(kvs_cursor *c, uint64_t j)
 	kvs_status st = kvs_ef_get(&c->seg->restarts, j, &off);
 	if (st != KVS_OK)
 		return invalidate(c, KVS_E_CORRUPT);
-	return seg_cursor_decode_at(c, j * c->seg->restart_interval, off);
+	return decode_at(c, j * c->seg->restart_interval, 0, off);
 }
 
 /* ---- moving ------------------------------------------------------------ */
@@ -306,16 +312,19 @@ kvs_status kvs_cursor_next(kvs_cursor *c)
 		return KVS_OK;
 	if (c->ordinal + 1 == s->records)
 		return invalidate(c, KVS_OK);
+	uint32_t in_block = c->in_block + 1;
+	if (in_block == s->restart_interval)
+		in_block = 0;
 	if (s->profile == KVS_PROFILE_BYTE)
-		return seg_cursor_decode_at(c, c->ordinal + 1, c->next_off);
+		return decode_at(c, c->ordinal + 1, in_block, c->next_off);
 	/* the reader is already at the next record */
-	bool restart = (c->ordinal + 1) % s->restart_interval == 0;
 	kvs_status st = s->default_codes
-	                    ? decode_bit_with(c, restart, default_fields)
-	                    : decode_bit_with(c, restart, s->fields);
+	                    ? decode_bit_with(c, in_block == 0, default_fields)
+	                    : decode_bit_with(c, in_block == 0, s->fields);
 	if (st != KVS_OK)
 		return invalidate(c, st);
 	c->ordinal++;
+	c->in_block = in_block;
 	return KVS_OK;
 }
 
@@ -533,11 +542,14 @@ kvs_status kvs_cursor_value(kvs_cursor *c, const uint8_t **value,
 static kvs_status frames_byte(const kvs_segment *s, uint64_t *records)
 {
 	const uint8_t *p = s->stream, *end = s->stream + s->stream_len;
-	uint64_t n = 0, key_len = 0, prev_vh = 0, K = s->restart_interval;
+	uint64_t n = 0, key_len = 0, prev_vh = 0;
+	uint32_t in_block = 0;
 	kvs_status st = KVS_OK;
 	for (; n < s->records; n++) {
 		uint64_t lcp, len, vh, v;
-		bool changed, restart = n % K == 0;
+		bool changed, restart = in_block == 0;
+		if (++in_block == s->restart_interval)
+			in_block = 0;
 		st = byte_header(&p, end, restart, key_len, s->max_key_bits / 8,
 		                 &lcp, &len, &changed);
 		if (st != KVS_OK)
@@ -569,12 +581,16 @@ frames_bit_with(const kvs_segment *s, uint64_t *records,
 {
 	kvs_bitreader r;
 	kvs_br_init(&r, s->stream, 0, s->stream_bits);
-	uint64_t n = 0, K = s->restart_interval;
+	uint64_t n = 0;
 	uint64_t plcp = 0, pkey = 0, pval = 0;
+	uint32_t in_block = 0;
 	kvs_status st = KVS_OK;
 	for (; n < s->records; n++) {
 		uint64_t lcp = 0, keylen, vlen;
-		if (n % K == 0) {
+		bool restart = in_block == 0;
+		if (++in_block == s->restart_interval)
+			in_block = 0;
+		if (restart) {
 			plcp = pkey = pval = 0;
 		} else {
 			st = seg_field_get(&r, &fields[KVS_FIELD_LCP], plcp,

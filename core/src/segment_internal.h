@@ -240,6 +240,7 @@ struct kvs_segment {
 struct kvs_cursor {
 	kvs_segment *seg;
 	uint64_t ordinal;    /* current record; seg->records at the end */
+	uint32_t in_block;   /* ordinal % restart interval */
 	uint64_t rec_start;  /* byte profile: offset of the current record */
 	uint64_t next_off;   /* byte profile: offset after the current record */
 	uint64_t prev_vh;    /* byte profile: the current value header */
@@ -257,8 +258,5 @@ struct kvs_cursor {
 	uint8_t *scratch; /* a restart key during seek (bit profile) */
 };
 
-/* Decodes the record at stream offset off (bytes or bits) as record
- * ordinal; for a non-restart the cursor must hold the previous record. */
-kvs_status seg_cursor_decode_at(kvs_cursor *c, uint64_t ordinal, uint64_t off);
 
 #endif

@@ -46,6 +46,7 @@ struct kvs_writer {
 	uint64_t prev_bits;
 	uint64_t prev_lcp, prev_keylen, prev_vallen; /* field states */
 	uint64_t prev_vh; /* byte profile: the last value header */
+	uint32_t in_block; /* records % restart interval */
 	uint8_t *first_key;
 	uint64_t first_bits;
 
@@ -430,7 +431,7 @@ kvs_status kvs_writer_add(kvs_writer *w, const void *key, uint64_t key_bits,
 			return fail(w, err, KVS_E_ORDER, "%s: %s", detail);
 		}
 	}
-	bool restart = w->records % w->opt.restart_interval == 0;
+	bool restart = w->in_block == 0; /* records % K, without a division */
 	if (restart) {
 		lcp = 0;
 		if (w->restarts_len == w->restarts_cap) {
@@ -494,6 +495,8 @@ kvs_status kvs_writer_add(kvs_writer *w, const void *key, uint64_t key_bits,
 	}
 	w->prev_bits = key_bits;
 	w->records++;
+	if (++w->in_block == w->opt.restart_interval)
+		w->in_block = 0;
 	w->tombstones += kind == KVS_KIND_TOMBSTONE;
 	w->key_bits += key_bits;
 	w->value_bytes += value_len;
