@@ -96,10 +96,9 @@ void seg_field_init(seg_field *f, const kvs_code_spec *spec)
 		kvs_golomb_init(&f->golomb, spec->param);
 }
 
-kvs_status seg_field_put(kvs_bitwriter *w, const seg_field *f, uint64_t value,
-                         uint64_t prev)
+kvs_status seg_field_put_slow(kvs_bitwriter *w, const seg_field *f,
+                              uint64_t v)
 {
-	uint64_t v = f->spec.delta ? seg_zigzag(value, prev) : value;
 	switch (f->spec.kind) {
 	case KVS_CODE_EG:
 		return kvs_put_eg(w, v, f->spec.param);

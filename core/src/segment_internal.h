@@ -116,8 +116,23 @@ static inline __attribute__((always_inline)) kvs_status seg_field_get(kvs_bitrea
 /* True when f holds the codes of kvs_default_codes() (cursor.c). */
 bool seg_fields_are_default(const seg_field *f);
 
-kvs_status seg_field_put(kvs_bitwriter *w, const seg_field *f, uint64_t value,
-                         uint64_t prev);
+kvs_status seg_field_put_slow(kvs_bitwriter *w, const seg_field *f,
+                              uint64_t v);
+
+/* Encodes one field. The common case, an EG code of a value below 2^31
+ * (a code of at most 63 bits), is one inline bit-writer put. */
+static inline kvs_status seg_field_put(kvs_bitwriter *w, const seg_field *f,
+                                       uint64_t value, uint64_t prev)
+{
+	uint64_t v = f->spec.delta ? seg_zigzag(value, prev) : value;
+	unsigned k = f->spec.param;
+	if (f->spec.kind == KVS_CODE_EG && k < 31 && v < ((uint64_t)1 << 31)) {
+		uint64_t x = v + ((uint64_t)1 << k); /* below 2^32 */
+		unsigned bits = 64 - (unsigned)__builtin_clzll(x);
+		return kvs_bw_put(w, x, 2 * bits - k - 1);
+	}
+	return seg_field_put_slow(w, f, v);
+}
 
 /* ---- keys -------------------------------------------------------------- */
 
