@@ -227,21 +227,17 @@ static kvs_status flush_stream(kvs_writer *w, kvs_error *err)
 }
 
 /* Appends bits [start, start + n) of src (src_bytes long) to the writer. */
+/* Appends bits [start, start + n) of src, which has 8 readable bytes past
+ * its last key byte (prev_key is allocated so). */
 static kvs_status put_key_bits(kvs_bitwriter *bw, const uint8_t *src,
                                uint64_t start, uint64_t n)
 {
 	kvs_status st = KVS_OK;
 	while (n > 0 && st == KVS_OK) {
 		unsigned take = n > 56 ? 56 : (unsigned)n;
-		/* bits [start, start + take) lie in at most 8 bytes */
-		uint64_t first = start / 8;
-		uint64_t last = (start + take - 1) / 8;
-		uint64_t v = 0;
-		for (uint64_t i = first; i <= last; i++)
-			v = v << 8 | src[i];
-		unsigned total = (unsigned)(last - first + 1) * 8;
-		unsigned drop = total - (unsigned)(start & 7) - take;
-		st = kvs_bw_put(bw, v >> drop, take);
+		/* bits [start, start + take) lie in the 8 bytes at start / 8 */
+		uint64_t v = kvs_load_be64(src + start / 8) << (start & 7);
+		st = kvs_bw_put(bw, v >> (64 - take), take);
 		start += take;
 		n -= take;
 	}
@@ -449,7 +445,7 @@ kvs_status kvs_writer_add(kvs_writer *w, const void *key, uint64_t key_bits,
 	uint8_t *pk = w->prev_key;
 	if (w->records == 0 || seg_key_bytes(w->prev_bits) < nbytes ||
 	    !w->prev_key) {
-		uint8_t *p = realloc(w->prev_key, nbytes + 1);
+		uint8_t *p = realloc(w->prev_key, nbytes + 8);
 		if (!p)
 			return fail(w, err, KVS_E_NOMEM, "%s: %s",
 			            "out of memory");
