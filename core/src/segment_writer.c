@@ -256,21 +256,6 @@ static kvs_status put_value_bits(kvs_bitwriter *bw, const uint8_t *v,
 	return st;
 }
 
-/*
- * Copies a key in 8-byte words (bytes for the rest). The key usually comes
- * from a cursor that has just written it with 8-byte stores; a libc memcpy
- * reads it with one 16-byte load that the store buffer cannot forward, and
- * waits (bench_merge, perf: a quarter of a bit-profile merge).
- */
-static inline void copy_key(uint8_t *dst, const uint8_t *src, uint64_t n)
-{
-	uint64_t i = 0;
-	for (; i + 8 <= n; i += 8)
-		kvs_store_le64(dst + i, kvs_load_le64(src + i));
-	for (; i < n; i++)
-		dst[i] = src[i];
-}
-
 static const char *const field_names[KVS_FIELD_COUNT] = {
     "LCP", "key length", "value length"};
 
@@ -297,6 +282,21 @@ static kvs_status put_field(kvs_writer *w, kvs_field f, uint64_t value,
 	return KVS_OK;
 }
 
+/*
+ * Copies in 8-byte words (bytes for the rest). A key usually comes
+ * from a cursor that has just written it with 8-byte stores; a libc memcpy
+ * reads it with one 16-byte load that the store buffer cannot forward, and
+ * waits (bench_merge, perf: a quarter of a bit-profile merge).
+ */
+static inline void copy_words(uint8_t *dst, const uint8_t *src, uint64_t n)
+{
+	uint64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		kvs_store_le64(dst + i, kvs_load_le64(src + i));
+	for (; i < n; i++)
+		dst[i] = src[i];
+}
+
 static kvs_status add_byte_record(kvs_writer *w, const uint8_t *key,
                                   uint64_t key_len, uint64_t lcp,
                                   bool restart, kvs_kind kind,
@@ -320,13 +320,16 @@ static kvs_status add_byte_record(kvs_writer *w, const uint8_t *key,
 		if (key_changed)
 			p += kvs_varint_put(p, seg_zigzag(key_len, prev_len));
 	}
-	memcpy(p, key + lcp, key_len - lcp);
+	copy_words(p, key + lcp, key_len - lcp);
 	p += key_len - lcp;
 	if (vh_changed)
 		p += kvs_varint_put(p, vh);
 	w->prev_vh = vh;
 	if (kind == KVS_KIND_VALUE && value_len) {
-		memcpy(p, value, value_len);
+		if (value_len <= 64) /* inline words beat a call to memcpy */
+			copy_words(p, value, value_len);
+		else
+			memcpy(p, value, value_len);
 		p += value_len;
 	}
 	w->buf_len = (size_t)(p - w->buf);
@@ -453,7 +456,7 @@ kvs_status kvs_writer_add(kvs_writer *w, const void *key, uint64_t key_bits,
 	}
 	/* copy first: key may alias nothing of ours, but normalize padding */
 	if (nbytes) {
-		copy_key(pk, key, nbytes);
+		copy_words(pk, key, nbytes);
 		if (key_bits & 7)
 			pk[nbytes - 1] &= (uint8_t)(0xFF00u >> (key_bits & 7));
 	}
