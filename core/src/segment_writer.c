@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -53,6 +52,10 @@ struct kvs_writer {
 	uint64_t records, tombstones, key_bits, value_bytes, max_key_bits;
 	uint64_t *restarts;
 	size_t restarts_len, restarts_cap;
+	/* per restart, for its fence (FORMAT.md §9): the common prefix of
+	 * its key with the first key, and the key's 32 bits after it */
+	uint64_t *fence_skip;
+	uint32_t *fence_win;
 };
 
 static kvs_status fail(kvs_writer *w, kvs_error *err, kvs_status st,
@@ -436,13 +439,20 @@ kvs_status kvs_writer_add(kvs_writer *w, const void *key, uint64_t key_bits,
 		if (w->restarts_len == w->restarts_cap) {
 			size_t n = w->restarts_cap ? 2 * w->restarts_cap : 64;
 			uint64_t *r = realloc(w->restarts, n * sizeof *r);
-			if (!r)
+			if (r)
+				w->restarts = r;
+			uint64_t *fs = realloc(w->fence_skip, n * sizeof *fs);
+			if (fs)
+				w->fence_skip = fs;
+			uint32_t *fw = realloc(w->fence_win, n * sizeof *fw);
+			if (fw)
+				w->fence_win = fw;
+			if (!r || !fs || !fw)
 				return fail(w, err, KVS_E_NOMEM, "%s: %s",
 				            "out of memory");
-			w->restarts = r;
 			w->restarts_cap = n;
 		}
-		w->restarts[w->restarts_len++] = stream_offset(w);
+		w->restarts[w->restarts_len] = stream_offset(w);
 	}
 
 	uint8_t *pk = w->prev_key;
@@ -459,6 +469,18 @@ kvs_status kvs_writer_add(kvs_writer *w, const void *key, uint64_t key_bits,
 		copy_words(pk, key, nbytes);
 		if (key_bits & 7)
 			pk[nbytes - 1] &= (uint8_t)(0xFF00u >> (key_bits & 7));
+	}
+
+	if (restart) { /* the fence's parts, while the key is at hand */
+		uint64_t at = key_bits;
+		if (w->records) {
+			int cmp;
+			at = seg_key_lcp(w->first_key, w->first_bits, pk,
+			                 key_bits, &cmp);
+		}
+		w->fence_skip[w->restarts_len] = at;
+		w->fence_win[w->restarts_len] = seg_key_fence(pk, key_bits, at);
+		w->restarts_len++;
 	}
 
 	kvs_status st;
@@ -537,13 +559,12 @@ static void put_dirent(uint8_t *d, unsigned kind, bool required,
 
 /*
  * The fence section (FORMAT.md §9): skip = the common prefix of the first
- * and last keys, then each restart key's 32 bits after it. The restart
- * keys are read back from the stream already in the file, so the writer
- * never holds more than one key.
+ * and last keys, then each restart key's 32 bits after it. Restart j's key
+ * shares its first fence_skip[j] >= skip bits with the first key, so its
+ * bits [skip, skip + 32) are the first key's up to fence_skip[j], then
+ * fence_win[j]: the writer never rereads the keys it wrote.
  */
-static kvs_status build_fences(kvs_writer *w, uint8_t *out, uint64_t dir_end,
-                               uint64_t stream_len, uint64_t stream_bits,
-                               kvs_error *err)
+static void build_fences(const kvs_writer *w, uint8_t *out)
 {
 	uint64_t skip = 0;
 	if (w->records) {
@@ -552,53 +573,18 @@ static kvs_status build_fences(kvs_writer *w, uint8_t *out, uint64_t dir_end,
 		                   w->prev_bits, &cmp);
 	}
 	kvs_store_le64(out, skip);
-	if (w->restarts_len == 0)
-		return KVS_OK;
-	size_t map_len = (size_t)(dir_end + stream_len);
-	uint8_t *map = mmap(NULL, map_len, PROT_READ, MAP_SHARED, w->fd, 0);
-	if (map == MAP_FAILED)
-		return io_fail(w, err, "mmap");
-	const uint8_t *stream = map + dir_end;
-	uint8_t *key = malloc((size_t)seg_key_bytes(w->max_key_bits) + 16);
-	if (!key) {
-		munmap(map, map_len);
-		return fail(w, err, KVS_E_NOMEM, "%s: %s", "out of memory");
-	}
-	kvs_status st = KVS_OK;
-	for (size_t j = 0; j < w->restarts_len && st == KVS_OK; j++) {
-		uint64_t off = w->restarts[j], bits = 0;
-		if (w->opt.profile == KVS_PROFILE_BYTE) {
-			const uint8_t *p = stream + off;
-			uint64_t len = 0;
-			st = kvs_varint_get(&p, stream + stream_len, &len);
-			kvs_store_le32(out + 8 + 4 * j,
-			               seg_key_fence(p, len * 8, skip));
-			continue;
+	uint32_t head = w->records ? seg_key_fence(w->first_key, w->first_bits,
+	                                           skip)
+	                           : 0;
+	for (size_t j = 0; j < w->restarts_len; j++) {
+		uint64_t a = w->fence_skip[j] - skip; /* bits from the first key */
+		uint32_t f = head;
+		if (a < 32) {
+			f &= a ? ~(uint32_t)0 << (32 - a) : 0;
+			f |= w->fence_win[j] >> a;
 		}
-		kvs_bitreader r;
-		kvs_br_init(&r, stream, off, stream_bits - off);
-		st = seg_field_get(&r, &w->fields[KVS_FIELD_KEYLEN], 0,
-		                   w->max_key_bits, &bits);
-		/* only the bits up to skip + 32 matter */
-		uint64_t want = bits < skip + 32 ? bits : skip + 32;
-		for (uint64_t pos = 0; st == KVS_OK && pos < want;) {
-			unsigned take = want - pos > 56 ? 56
-			                                : (unsigned)(want - pos);
-			uint64_t v;
-			st = kvs_br_read(&r, take, &v);
-			seg_put_bits(key, pos, v, take);
-			pos += take;
-		}
-		if (want & 7)
-			key[want / 8] &= (uint8_t)(0xFF00u >> (want & 7));
-		kvs_store_le32(out + 8 + 4 * j, seg_key_fence(key, want, skip));
+		kvs_store_le32(out + 8 + 4 * j, f);
 	}
-	free(key);
-	munmap(map, map_len);
-	if (st != KVS_OK)
-		return fail(w, err, st, "%s: rereading the restart keys: %s",
-		            kvs_strerror(st));
-	return KVS_OK;
 }
 
 kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
@@ -676,9 +662,8 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	uint8_t *fences = malloc(fence_len);
 	if (!fences)
 		return fail(w, err, KVS_E_NOMEM, "%s: %s", "out of memory");
-	st = build_fences(w, fences, dir_end, stream_len, stream_bits, err);
-	if (st == KVS_OK)
-		st = write_all(w, fences, fence_len, err);
+	build_fences(w, fences);
+	st = write_all(w, fences, fence_len, err);
 	free(fences);
 	if (st != KVS_OK)
 		return st;
@@ -778,5 +763,7 @@ void kvs_writer_free(kvs_writer *w)
 	free(w->prev_key);
 	free(w->first_key);
 	free(w->restarts);
+	free(w->fence_skip);
+	free(w->fence_win);
 	free(w);
 }
