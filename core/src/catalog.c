@@ -195,6 +195,28 @@ static void unlock_dir(int fd)
  * recomputed over the header and directory. Any problem is KVS_E_CORRUPT
  * (KVS_E_IO for a failing system call) with the segment's path first.
  */
+
+/* Reads the first len bytes of fd (fewer at its end) into buf; *got
+ * receives how many. */
+static kvs_status read_up_to(int fd, uint8_t *buf, size_t len,
+                             const char *path, size_t *got, kvs_error *err)
+{
+	size_t have = 0;
+	while (have < len) {
+		ssize_t n = pread(fd, buf + have, len - have, (off_t)have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return kvs_error_set(err, KVS_E_IO, "%s: read: %s",
+			                     path, strerror(errno));
+		if (n == 0)
+			break;
+		have += (size_t)n;
+	}
+	*got = have;
+	return KVS_OK;
+}
+
 static kvs_status probe_segment(const char *dir, const char *name,
                                 kvs_catalog_entry *e, bool sync, kvs_error *err)
 {
@@ -220,20 +242,9 @@ static kvs_status probe_segment(const char *dir, const char *name,
 		                   path);
 		goto out;
 	}
-	while (got < sizeof head) {
-		ssize_t n =
-		    pread(fd, head + got, sizeof head - got, (off_t)got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			st = kvs_error_set(err, KVS_E_IO, "%s: read: %s", path,
-			                   strerror(errno));
-			goto out;
-		}
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
+	if ((st = read_up_to(fd, head, sizeof head, path, &got, err)) !=
+	    KVS_OK)
+		goto out;
 	if (got < SEG_HEADER_BYTES ||
 	    memcmp(head + HDR_MAGIC, SEG_MAGIC, 8) != 0) {
 		st = kvs_error_set(
@@ -543,19 +554,8 @@ static kvs_status read_catalog(const char *dir, cat_state *out, bool *exists,
 		st = kvs_error_set(err, KVS_E_NOMEM, "%s: out of memory", path);
 		goto out;
 	}
-	while (got < len) {
-		ssize_t n = read(fd, d + got, len - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			st = kvs_error_set(err, KVS_E_IO, "%s: read: %s", path,
-			                   strerror(errno));
-			goto out;
-		}
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
+	if ((st = read_up_to(fd, d, len, path, &got, err)) != KVS_OK)
+		goto out;
 	st = parse_catalog(d, got, path, out, err);
 out:
 	free(d);
