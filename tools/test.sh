@@ -35,7 +35,8 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 echo "== fuzz (60 s)"
 # clang for libFuzzer; -Dfuzz=true also puts the sanitizers everywhere.
 CC=clang configure build-fuzz --werror -Dfuzz=true -Dbench=disabled
-ninja -C build-fuzz tests/fuzz/fuzz_segment tests/fuzz/fuzz_segment_seeds
+ninja -C build-fuzz tests/fuzz/fuzz_segment tests/fuzz/fuzz_segment_seeds \
+	tests/fuzz/fuzz_catalog
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 build-fuzz/tests/fuzz/fuzz_segment_seeds "$corpus"
@@ -51,4 +52,17 @@ fi
 grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)' \
 	build-fuzz/fuzz.log || true
 
-echo "== all tests passed (release and sanitizer builds, 60 s of fuzzing)"
+echo "== fuzz the catalog parser (20 s)"
+catalog_corpus=$(mktemp -d)
+trap 'rm -rf "$corpus" "$catalog_corpus"' EXIT
+if ! build-fuzz/tests/fuzz/fuzz_catalog -max_total_time=20 -timeout=10 \
+	-artifact_prefix=build-fuzz/fuzz-artifacts/ -print_final_stats=1 \
+	"$catalog_corpus" >build-fuzz/fuzz-catalog.log 2>&1; then
+	tail -n 60 build-fuzz/fuzz-catalog.log >&2
+	echo "fuzz_catalog failed; the input is in build-fuzz/fuzz-artifacts/" >&2
+	exit 1
+fi
+grep -E '^(Done|stat::number_of_executed_units)' \
+	build-fuzz/fuzz-catalog.log || true
+
+echo "== all tests passed (release and sanitizer builds, 80 s of fuzzing)"
