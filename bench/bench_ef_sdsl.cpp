@@ -29,6 +29,7 @@
 #include <sdsl/util.hpp>
 
 #include "bench_gen.h"
+#include "bench_peer.h"
 #include "harness.h"
 
 namespace
@@ -189,9 +190,5 @@ int bench_main(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	try {
-		return bench_main(argc, argv);
-	} catch (const std::exception &e) {
-		bench_fail("sdsl: %s", e.what());
-	}
+	return bench_cxx_main("sdsl", bench_main, argc, argv);
 }

@@ -39,6 +39,7 @@
 #include <leveldb/table_builder.h>
 
 #include "bench_gen.h"
+#include "bench_peer.h"
 #include "harness.h"
 
 namespace
@@ -115,16 +116,9 @@ void verify_table(const leveldb::Options &opt, const std::string &path,
 	table t;
 	t.open(opt, path);
 	for (size_t i = 0; i < d.n; i++, t.it->Next()) {
-		size_t len;
-		const uint8_t *v = bench_seg_value(&d, i, &len);
 		if (!t.it->Valid())
 			bench_fail("%s: ends before record %zu", what, i);
-		leveldb::Slice k = t.it->key(), got = t.it->value();
-		if (k.size() != d.key_len ||
-		    std::memcmp(k.data(), bench_seg_key(&d, i), d.key_len) !=
-		        0 ||
-		    got.size() != len ||
-		    (len && std::memcmp(got.data(), v, len) != 0))
+		if (!bench_record_is(t.it->key(), t.it->value(), d, i))
 			bench_fail("%s: record %zu is wrong", what, i);
 	}
 	if (t.it->Valid())
@@ -150,23 +144,10 @@ size_t merge(const run &r, uint64_t *size)
 	lcheck(r.opt.env->NewWritableFile(r.out, &file), "NewWritableFile");
 	leveldb::TableBuilder tb(r.opt, file);
 	leveldb::Iterator *x = a.it, *y = b.it;
-	size_t n = 0;
-	while (x->Valid() && y->Valid()) {
-		int c = x->key().compare(y->key());
-		if (c < 0) {
-			tb.Add(x->key(), x->value());
-			x->Next();
-		} else {
-			tb.Add(y->key(), y->value());
-			y->Next();
-			if (c == 0)
-				x->Next();
-		}
-		n++;
-	}
-	for (leveldb::Iterator *rest : {x, y})
-		for (; rest->Valid(); rest->Next(), n++)
-			tb.Add(rest->key(), rest->value());
+	size_t n = bench_merge2(
+	    x, y, [&tb](const leveldb::Slice &k, const leveldb::Slice &v) {
+		    tb.Add(k, v);
+	    });
 	lcheck(x->status(), "older iterator");
 	lcheck(y->status(), "newer iterator");
 	lcheck(tb.Finish(), "TableBuilder::Finish");
@@ -234,9 +215,5 @@ int bench_main(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	try {
-		return bench_main(argc, argv);
-	} catch (const std::exception &e) {
-		bench_fail("leveldb: %s", e.what());
-	}
+	return bench_cxx_main("leveldb", bench_main, argc, argv);
 }

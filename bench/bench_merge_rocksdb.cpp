@@ -43,6 +43,7 @@
 #include <rocksdb/sst_file_writer.h>
 
 #include "bench_gen.h"
+#include "bench_peer.h"
 #include "bench_rocksdb.h"
 #include "harness.h"
 
@@ -88,16 +89,9 @@ void verify_sst(const rocksdb::Options &opt, const std::string &path,
 	for (size_t i = 0; i < d.n; i++) {
 		if (d.tombstone[i])
 			continue;
-		size_t len;
-		const uint8_t *v = bench_seg_value(&d, i, &len);
 		if (!it->Valid())
 			bench_fail("%s: ends before record %zu", what, i);
-		rocksdb::Slice k = it->key(), got = it->value();
-		if (k.size() != d.key_len ||
-		    std::memcmp(k.data(), bench_seg_key(&d, i), d.key_len) !=
-		        0 ||
-		    got.size() != len ||
-		    (len && std::memcmp(got.data(), v, len) != 0))
+		if (!bench_record_is(it->key(), it->value(), d, i))
 			bench_fail("%s: record %zu is wrong", what, i);
 		it->Next();
 	}
@@ -130,23 +124,11 @@ size_t merge(const run &r, uint64_t *size)
 	rcheck(w.Open(r.out), "SstFileWriter::Open");
 	x->SeekToFirst();
 	y->SeekToFirst();
-	size_t n = 0;
-	while (x->Valid() && y->Valid()) {
-		int c = x->key().compare(y->key());
-		if (c < 0) {
-			rcheck(w.Put(x->key(), x->value()), "Put");
-			x->Next();
-		} else {
-			rcheck(w.Put(y->key(), y->value()), "Put");
-			y->Next();
-			if (c == 0)
-				x->Next();
-		}
-		n++;
-	}
-	for (rocksdb::Iterator *rest : {x.get(), y.get()})
-		for (; rest->Valid(); rest->Next(), n++)
-			rcheck(w.Put(rest->key(), rest->value()), "Put");
+	size_t n = bench_merge2(
+	    x.get(), y.get(),
+	    [&w](const rocksdb::Slice &k, const rocksdb::Slice &v) {
+		    rcheck(w.Put(k, v), "Put");
+	    });
 	rcheck(x->status(), "older iterator");
 	rcheck(y->status(), "newer iterator");
 	rocksdb::ExternalSstFileInfo info;
@@ -216,9 +198,5 @@ int bench_main(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	try {
-		return bench_main(argc, argv);
-	} catch (const std::exception &e) {
-		bench_fail("rocksdb: %s", e.what());
-	}
+	return bench_cxx_main("rocksdb", bench_main, argc, argv);
 }

@@ -50,6 +50,7 @@
 #include <rocksdb/table_properties.h>
 
 #include "bench_gen.h"
+#include "bench_peer.h"
 #include "bench_rocksdb.h"
 #include "harness.h"
 
@@ -360,9 +361,5 @@ int bench_main(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	try {
-		return bench_main(argc, argv);
-	} catch (const std::exception &e) {
-		bench_fail("rocksdb: %s", e.what());
-	}
+	return bench_cxx_main("rocksdb", bench_main, argc, argv);
 }

@@ -70,6 +70,8 @@ static const char *g_seq = "";  /* the case under test, for messages */
 static const char *g_mode = ""; /* unused: one mode */
 static char g_tmp[PATH_MAX];    /* this run's temporary directory */
 
+#include "segutil.h" /* after g_seq, g_mode and g_tmp */
+
 /* A failed call must say why: a status in err and a message. */
 #define EXPECT_ERR(st, err, ...)                                               \
 	do {                                                                   \
@@ -102,36 +104,6 @@ static void expect_mentions(const kvs_error *err, const char *what,
 }
 
 /* ---- files and directories ----------------------------------------------- */
-
-static void path_join(char out[PATH_MAX], const char *dir, const char *name)
-{
-	int n = snprintf(out, PATH_MAX, "%s/%s", dir, name);
-	assert_true(n > 0 && n < PATH_MAX);
-}
-
-/* A fresh directory under this run's temporary directory. */
-static void make_subdir(char out[PATH_MAX], const char *name)
-{
-	path_join(out, g_tmp, name);
-	assert_int_equal(mkdir(out, 0700), 0);
-}
-
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		FAILF("cannot open %s: %s", path, strerror(errno));
-	assert_int_equal(fseek(f, 0, SEEK_END), 0);
-	long sz = ftell(f);
-	assert_true(sz >= 0);
-	rewind(f);
-	uint8_t *buf = malloc(sz ? (size_t)sz : 1);
-	assert_non_null(buf);
-	assert_true(fread(buf, 1, (size_t)sz, f) == (size_t)sz);
-	fclose(f);
-	*len = (size_t)sz;
-	return buf;
-}
 
 static void spill(const char *path, const void *data, size_t len)
 {
@@ -1235,35 +1207,16 @@ static void test_crash_merge_publish(void **state)
 /* ---- the program ----------------------------------------------------------
  */
 
-static int rm_entry(const char *path, const struct stat *sb, int flag,
-                    struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
 static int group_setup(void **state)
 {
 	(void)state;
-	const char *t = getenv("TMPDIR");
-	if (t == NULL || *t == '\0')
-		t = "/tmp";
-	snprintf(g_tmp, sizeof g_tmp, "%s/test_catalog.XXXXXX", t);
-	if (mkdtemp(g_tmp) == NULL) {
-		fprintf(stderr, "mkdtemp(%s): %s\n", g_tmp, strerror(errno));
-		return -1;
-	}
-	return 0;
+	return tmpdir_setup("test_catalog");
 }
 
 static int group_teardown(void **state)
 {
 	(void)state;
-	nftw(g_tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-	return 0;
+	return tmpdir_teardown();
 }
 
 /* An optional argument (or KVSEG_TEST_FILTER) selects tests by name. */

@@ -95,6 +95,8 @@ static char g_case[256];
 static char g_mode_buf[96];
 static char g_tmp[PATH_MAX]; /* this run's temporary directory */
 
+#include "segutil.h" /* after g_seq, g_mode and g_tmp */
+
 /* A failed call must say why: a status in err and a message. */
 #define EXPECT_ERR(st, err, ...)                                               \
 	do {                                                                   \
@@ -160,38 +162,8 @@ static void put_le32(uint8_t *p, uint32_t v)
 		p[k] = (uint8_t)(v >> (8 * k));
 }
 
-static void put_be64(uint8_t *p, uint64_t v)
-{
-	for (int k = 0; k < 8; k++)
-		p[k] = (uint8_t)(v >> (56 - 8 * k));
-}
-
 /* ---- keys and the oracle's order ------------------------------------------
  */
-
-static size_t key_bytes(uint64_t bits)
-{
-	return (size_t)((bits + 7) / 8);
-}
-
-/* Bit strings: the first differing bit decides; a proper prefix sorts
- * first. Whole bytes compare as unsigned bytes (their most significant bit
- * comes first), the rest bit by bit; padding is never looked at. */
-static int ref_key_cmp(const uint8_t *a, uint64_t a_bits, const uint8_t *b,
-                       uint64_t b_bits)
-{
-	uint64_t n = a_bits < b_bits ? a_bits : b_bits;
-	uint64_t whole = n / 8;
-	for (uint64_t i = 0; i < whole; i++)
-		if (a[i] != b[i])
-			return a[i] < b[i] ? -1 : 1;
-	for (uint64_t i = whole * 8; i < n; i++) {
-		int x = test_msb_bit_at(a, i), y = test_msb_bit_at(b, i);
-		if (x != y)
-			return x < y ? -1 : 1;
-	}
-	return (a_bits > b_bits) - (a_bits < b_bits);
-}
 
 /* The same order one bit at a time, to check ref_key_cmp itself. */
 static int naive_key_cmp(const uint8_t *a, uint64_t a_bits, const uint8_t *b,
@@ -209,28 +181,6 @@ static int naive_key_cmp(const uint8_t *a, uint64_t a_bits, const uint8_t *b,
 static int sign(int x)
 {
 	return (x > 0) - (x < 0);
-}
-
-/* A heap copy of the key of `bits` bits at src, padding cleared. */
-static uint8_t *key_dup(const uint8_t *src, uint64_t bits)
-{
-	size_t nb = key_bytes(bits);
-	uint8_t *k = calloc(nb ? nb : 1, 1);
-	assert_non_null(k);
-	if (nb)
-		memcpy(k, src, nb);
-	if (bits % 8)
-		k[nb - 1] &= (uint8_t)(0xFF00u >> (bits % 8));
-	return k;
-}
-
-static void rand_bytes(test_rng *r, uint8_t *p, size_t n)
-{
-	for (size_t i = 0; i < n; i += 8) {
-		uint64_t x = test_rng_next(r);
-		for (size_t k = 0; k < 8 && i + k < n; k++)
-			p[i + k] = (uint8_t)(x >> (8 * k));
-	}
 }
 
 /* A key as hex (the first 20 bytes) and its length in bits. */
@@ -502,72 +452,6 @@ static uint32_t eff_interval(const kvs_writer_options *o)
 {
 	return o->restart_interval ? o->restart_interval
 	                           : KVS_DEFAULT_RESTART_INTERVAL;
-}
-
-static void path_join(char out[PATH_MAX], const char *dir, const char *name)
-{
-	int n = snprintf(out, PATH_MAX, "%s/%s", dir, name);
-	assert_true(n > 0 && n < PATH_MAX);
-}
-
-/* A fresh directory under this run's temporary directory. */
-static void make_subdir(char out[PATH_MAX], const char *name)
-{
-	path_join(out, g_tmp, name);
-	assert_int_equal(mkdir(out, 0700), 0);
-}
-
-/* Entries in dir other than . and ..; the first one's name in first. */
-static unsigned dir_entries(const char *dir, char *first, size_t first_cap)
-{
-	DIR *d = opendir(dir);
-	assert_non_null(d);
-	unsigned n = 0;
-	if (first && first_cap)
-		first[0] = '\0';
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-			continue;
-		if (n++ == 0 && first)
-			snprintf(first, first_cap, "%s", e->d_name);
-	}
-	closedir(d);
-	return n;
-}
-
-static void expect_dir_empty(const char *dir, const char *when)
-{
-	char first[256];
-	unsigned n = dir_entries(dir, first, sizeof first);
-	if (n != 0)
-		FAILF("%s: %u entries left in %s (first: %s)", when, n, dir,
-		      first);
-}
-
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		FAILF("cannot open %s: %s", path, strerror(errno));
-	assert_int_equal(fseek(f, 0, SEEK_END), 0);
-	long sz = ftell(f);
-	assert_true(sz >= 0);
-	rewind(f);
-	uint8_t *buf = malloc(sz ? (size_t)sz : 1);
-	assert_non_null(buf);
-	assert_true(fread(buf, 1, (size_t)sz, f) == (size_t)sz);
-	fclose(f);
-	*len = (size_t)sz;
-	return buf;
-}
-
-static void spit(const char *path, const uint8_t *data, size_t len)
-{
-	FILE *f = fopen(path, "wb");
-	assert_non_null(f);
-	assert_true(fwrite(data, 1, len, f) == len);
-	assert_int_equal(fclose(f), 0);
 }
 
 /* A heap copy of exactly len bytes (AddressSanitizer sees any read past
@@ -3313,35 +3197,16 @@ static void test_truncate_extend(void **state)
 /* ---- the program ----------------------------------------------------------
  */
 
-static int rm_entry(const char *path, const struct stat *sb, int flag,
-                    struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
 static int group_setup(void **state)
 {
 	(void)state;
-	const char *t = getenv("TMPDIR");
-	if (t == NULL || *t == '\0')
-		t = "/tmp";
-	snprintf(g_tmp, sizeof g_tmp, "%s/test_segment.XXXXXX", t);
-	if (mkdtemp(g_tmp) == NULL) {
-		fprintf(stderr, "mkdtemp(%s): %s\n", g_tmp, strerror(errno));
-		return -1;
-	}
-	return 0;
+	return tmpdir_setup("test_segment");
 }
 
 static int group_teardown(void **state)
 {
 	(void)state;
-	nftw(g_tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-	return 0;
+	return tmpdir_teardown();
 }
 
 /* An optional argument (or KVSEG_TEST_FILTER) selects tests by name. */

@@ -922,6 +922,15 @@ def test_merge_errors(names):
           "failed merges leave no temporary file")
 
 
+def read_pty(master):
+    """What one read of a pty's master side gives: b"" at its end (EOF, or
+    EIO once the other side is closed)."""
+    try:
+        return os.read(master, 65536)
+    except OSError:
+        return b""
+
+
 def run_on_pty(args, stdin=b""):
     """Runs kvseg with stderr on a terminal; returns (rc, stdout, tty)."""
     master, slave = pty.openpty()
@@ -932,10 +941,7 @@ def run_on_pty(args, stdin=b""):
     out, _ = proc.communicate(stdin, timeout=240)
     tty = b""
     while select.select([master], [], [], 0)[0]:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
+        chunk = read_pty(master)
         if not chunk:
             break
         tty += chunk
@@ -1147,10 +1153,7 @@ def test_catalog_conflict():
     while True:
         ready = select.select([master], [], [], 0.1)[0]
         if ready:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
+            chunk = read_pty(master)
             if not chunk:
                 break
             tty += chunk

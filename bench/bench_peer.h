@@ -1,0 +1,74 @@
+/*
+ * bench_peer.h — what the C++ peers (bench_ef_sdsl, bench_segment_rocksdb,
+ * bench_merge_rocksdb, bench_merge_leveldb) share:
+ *
+ *  - bench_cxx_main(name, fn, argc, argv): the peer's main(); runs fn and
+ *    turns an exception into bench_fail("<name>: <what>");
+ *  - bench_merge2(older, newer, put): the two-way merge of two sorted
+ *    iterators (LevelDB's or RocksDB's), the newer one's record winning on
+ *    equal keys;
+ *  - bench_record_is(key, value, d, i): whether a key and a value (LevelDB
+ *    or RocksDB slices) are record i of d.
+ */
+#ifndef SEGFS_BENCH_PEER_H
+#define SEGFS_BENCH_PEER_H
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <initializer_list>
+
+#include "bench_gen.h"
+#include "harness.h"
+
+inline int bench_cxx_main(const char *name, int (*fn)(int, char **), int argc,
+                          char **argv)
+{
+	try {
+		return fn(argc, argv);
+	} catch (const std::exception &e) {
+		bench_fail("%s: %s", name, e.what());
+	}
+}
+
+/* Merges the iterators x (older) and y (newer), both at their first record:
+ * put(key, value) for each record in key order; on equal keys y's record
+ * and not x's. Returns the records put. The caller checks the iterators'
+ * status. */
+template <class Iter, class Put>
+size_t bench_merge2(Iter *x, Iter *y, Put &&put)
+{
+	size_t n = 0;
+	while (x->Valid() && y->Valid()) {
+		int c = x->key().compare(y->key());
+		if (c < 0) {
+			put(x->key(), x->value());
+			x->Next();
+		} else {
+			put(y->key(), y->value());
+			y->Next();
+			if (c == 0)
+				x->Next();
+		}
+		n++;
+	}
+	for (Iter *rest : {x, y})
+		for (; rest->Valid(); rest->Next(), n++)
+			put(rest->key(), rest->value());
+	return n;
+}
+
+template <class Slice>
+bool bench_record_is(const Slice &k, const Slice &v, const bench_seg_data &d,
+                     size_t i)
+{
+	size_t len;
+	const uint8_t *want = bench_seg_value(&d, i, &len);
+	return k.size() == d.key_len &&
+	       std::memcmp(k.data(), bench_seg_key(&d, i), d.key_len) == 0 &&
+	       v.size() == len &&
+	       (len == 0 || std::memcmp(v.data(), want, len) == 0);
+}
+
+#endif
