@@ -100,7 +100,7 @@ static kvs_status advance(merge *m, size_t i)
 static kvs_status emit(merge *m, size_t i)
 {
 	kvs_cursor *c = m->cur[i];
-	kvs_kind kind = kvs_cursor_kind(c);
+	kvs_kind kind = c->kind;
 	if (kind == KVS_KIND_TOMBSTONE && m->opt->drop_tombstones) {
 		m->st.dropped++;
 		return KVS_OK;
