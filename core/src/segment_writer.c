@@ -300,6 +300,29 @@ static inline void copy_words(uint8_t *dst, const uint8_t *src, uint64_t n)
 		dst[i] = src[i];
 }
 
+/* Copies n bytes with at most two loads and two stores, possibly
+ * overlapping, and no read outside src[0 .. n): the usual suffix (a byte
+ * or two) and a 16-byte value cost no loop. */
+static inline void copy_short(uint8_t *dst, const uint8_t *src, uint64_t n)
+{
+	if (n >= 8 && n <= 16) {
+		uint64_t a = kvs_load_le64(src), b = kvs_load_le64(src + n - 8);
+		kvs_store_le64(dst, a);
+		kvs_store_le64(dst + n - 8, b);
+	} else if (n >= 4 && n < 8) {
+		uint32_t a = kvs_load_le32(src), b = kvs_load_le32(src + n - 4);
+		kvs_store_le32(dst, a);
+		kvs_store_le32(dst + n - 4, b);
+	} else if (n > 0 && n < 4) {
+		uint8_t a = src[0], b = src[n / 2], c = src[n - 1];
+		dst[0] = a;
+		dst[n / 2] = b;
+		dst[n - 1] = c;
+	} else if (n > 16) {
+		copy_words(dst, src, n);
+	}
+}
+
 static kvs_status add_byte_record(kvs_writer *w, const uint8_t *key,
                                   uint64_t key_len, uint64_t lcp,
                                   bool restart, kvs_kind kind,
@@ -323,14 +346,14 @@ static kvs_status add_byte_record(kvs_writer *w, const uint8_t *key,
 		if (key_changed)
 			p += kvs_varint_put(p, seg_zigzag(key_len, prev_len));
 	}
-	copy_words(p, key + lcp, key_len - lcp);
+	copy_short(p, key + lcp, key_len - lcp);
 	p += key_len - lcp;
 	if (vh_changed)
 		p += kvs_varint_put(p, vh);
 	w->prev_vh = vh;
 	if (kind == KVS_KIND_VALUE && value_len) {
 		if (value_len <= 64) /* inline words beat a call to memcpy */
-			copy_words(p, value, value_len);
+			copy_short(p, value, value_len);
 		else
 			memcpy(p, value, value_len);
 		p += value_len;
