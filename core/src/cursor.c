@@ -117,7 +117,8 @@ static inline kvs_status byte_value_header(const uint8_t **p,
 	return st;
 }
 
-static kvs_status decode_byte(kvs_cursor *c, bool restart, uint64_t off)
+static inline __attribute__((always_inline)) kvs_status
+decode_byte(kvs_cursor *c, bool restart, uint64_t off)
 {
 	const kvs_segment *s = c->seg;
 	if (off > s->stream_len)
@@ -263,7 +264,8 @@ decode_bit_with(kvs_cursor *c, bool restart, const seg_field *fields)
  * in its restart block is in_block (0: a restart). The callers keep
  * in_block as a counter: a division per record (ordinal % K) cost more
  * than the rest of a bit-profile record (bench_merge, perf). */
-static kvs_status decode_at(kvs_cursor *c, uint64_t ordinal,
+static inline __attribute__((always_inline)) kvs_status
+decode_at(kvs_cursor *c, uint64_t ordinal,
                             uint32_t in_block, uint64_t off)
 {
 	const kvs_segment *s = c->seg;
