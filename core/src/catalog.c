@@ -31,7 +31,8 @@
 
 #include "kvseg/catalog.h"
 #include "kvseg/crc32c.h"
-#include "segment_internal.h"
+#include "kvseg/bits.h"
+#include "kvseg/segment.h"
 
 #define CAT_MAGIC      "\x89KVCAT\r\n"
 #define CAT_VERSION    1
@@ -217,6 +218,12 @@ static kvs_status read_up_to(int fd, uint8_t *buf, size_t len,
 	return KVS_OK;
 }
 
+/*
+ * Describes segment file name of dir in *e. The file must be a regular file
+ * (not a symbolic link) that kvs_segment_open accepts; anything else,
+ * including a missing file, is KVS_E_CORRUPT for the catalog. With sync it
+ * is also fsynced, so that a catalog never names a file not yet durable.
+ */
 static kvs_status probe_segment(const char *dir, const char *name,
                                 kvs_catalog_entry *e, bool sync, kvs_error *err)
 {
@@ -224,83 +231,44 @@ static kvs_status probe_segment(const char *dir, const char *name,
 	kvs_status st = path_in(path, dir, name, err);
 	if (st != KVS_OK)
 		return st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
+	struct stat sb;
+	if (lstat(path, &sb) < 0)
 		return kvs_error_set(err,
 		                     errno == ENOENT ? KVS_E_CORRUPT : KVS_E_IO,
 		                     "%s: %s", path, strerror(errno));
-	uint8_t head[SEG_HEADER_BYTES + SEG_DIRENT_BYTES * SEG_MAX_SECTIONS];
-	struct stat sb;
-	size_t got = 0;
-	if (fstat(fd, &sb) < 0) {
-		st = kvs_error_set(err, KVS_E_IO, "%s: %s", path,
-		                   strerror(errno));
-		goto out;
-	}
-	if (!S_ISREG(sb.st_mode)) {
-		st = kvs_error_set(err, KVS_E_CORRUPT, "%s: not a regular file",
-		                   path);
-		goto out;
-	}
-	if ((st = read_up_to(fd, head, sizeof head, path, &got, err)) !=
-	    KVS_OK)
-		goto out;
-	if (got < SEG_HEADER_BYTES ||
-	    memcmp(head + HDR_MAGIC, SEG_MAGIC, 8) != 0) {
-		st = kvs_error_set(
-		    err, KVS_E_CORRUPT, "%s: not a segment (%zu bytes, %s)",
-		    path, (size_t)sb.st_size,
-		    got < SEG_HEADER_BYTES ? "no header" : "bad magic");
-		goto out;
-	}
-	uint32_t nsec = kvs_load_le32(head + HDR_SECTIONS);
-	size_t dir_end = SEG_HEADER_BYTES + (size_t)SEG_DIRENT_BYTES * nsec;
-	if (nsec == 0 || nsec > SEG_MAX_SECTIONS || got < dir_end) {
-		st = kvs_error_set(err, KVS_E_CORRUPT,
-		                   "%s: segment directory of %" PRIu32
-		                   " sections is out of range or cut short",
-		                   path, nsec);
-		goto out;
-	}
-	uint32_t stored = kvs_load_le32(head + HDR_HEADER_CRC);
-	uint32_t crc = kvs_crc32c(0, head, HDR_HEADER_CRC);
-	crc = kvs_crc32c(crc, head + SEG_HEADER_BYTES,
-	                 dir_end - SEG_HEADER_BYTES);
-	if (crc != stored) {
-		st = kvs_error_set(err, KVS_E_CORRUPT,
-		                   "%s: segment header CRC32C mismatch (stored "
-		                   "0x%08" PRIx32 ", computed 0x%08" PRIx32 ")",
-		                   path, stored, crc);
-		goto out;
-	}
-	uint64_t file_len = kvs_load_le64(head + HDR_FILE_LEN);
-	if (file_len != (uint64_t)sb.st_size) {
-		st = kvs_error_set(err, KVS_E_CORRUPT,
-		                   "%s: segment header says %" PRIu64
-		                   " bytes but the file has %lld",
-		                   path, file_len, (long long)sb.st_size);
-		goto out;
-	}
-	if (sync && fsync(fd) < 0) {
-		st = kvs_error_set(err, KVS_E_IO, "%s: fsync: %s", path,
-		                   strerror(errno));
-		goto out;
+	if (!S_ISREG(sb.st_mode))
+		return kvs_error_set(err, KVS_E_CORRUPT,
+		                     "%s: not a regular file", path);
+	kvs_segment *seg;
+	if ((st = kvs_segment_open(&seg, path, err)) != KVS_OK)
+		return st;
+	kvs_segment_info info;
+	kvs_segment_info_get(seg, &info);
+	kvs_segment_unref(seg);
+	if (sync) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0 || fsync(fd) < 0) {
+			st = kvs_error_set(err, KVS_E_IO, "%s: fsync: %s", path,
+			                   strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			return st;
+		}
+		close(fd);
 	}
 	memset(e, 0, sizeof *e);
 	memcpy(e->name, name, strlen(name) + 1);
-	e->sequence = kvs_load_le64(head + HDR_SEQUENCE);
-	e->size = file_len;
-	e->header_crc = stored;
-out:
-	close(fd);
-	return st;
+	e->sequence = info.sequence;
+	e->size = info.file_bytes;
+	e->header_crc = info.header_crc;
+	return KVS_OK;
 }
 
 /* A named segment must be what the catalog recorded (KVS_E_CORRUPT). */
 static kvs_status check_entry(const char *dir, const kvs_catalog_entry *want,
                               kvs_error *err)
 {
-	kvs_catalog_entry got;
+	kvs_catalog_entry got = {0};
 	kvs_status st = probe_segment(dir, want->name, &got, false, err);
 	if (st != KVS_OK) {
 		if (err) { /* say why the file matters */
@@ -338,20 +306,11 @@ static kvs_status check_entries(const char *dir, const cat_state *s,
 	return KVS_OK;
 }
 
-/* A segment about to be named: it must open as one (kvs_segment_open) and
- * be on stable storage. */
+/* A segment about to be named: it must open as one and be on stable
+ * storage. */
 static kvs_status new_entry(const char *dir, const char *name,
                             kvs_catalog_entry *e, kvs_error *err)
 {
-	char path[PATH_MAX];
-	kvs_status st = path_in(path, dir, name, err);
-	if (st != KVS_OK)
-		return st;
-	kvs_segment *seg;
-	st = kvs_segment_open(&seg, path, err);
-	if (st != KVS_OK)
-		return st;
-	kvs_segment_unref(seg);
 	return probe_segment(dir, name, e, true, err);
 }
 

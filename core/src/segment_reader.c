@@ -363,6 +363,7 @@ void kvs_segment_info_get(const kvs_segment *s, kvs_segment_info *info)
 	info->key_bits = s->key_bits;
 	info->value_bytes = s->value_bytes;
 	info->max_key_bits = s->max_key_bits;
+	info->header_crc = kvs_load_le32(s->data + HDR_HEADER_CRC);
 	for (int i = 0; i < KVS_FIELD_COUNT; i++)
 		info->codes[i] = s->fields[i].spec;
 	info->file_bytes = s->len;

@@ -177,6 +177,7 @@ typedef struct kvs_segment_info {
 	uint64_t key_bits;    /* sum of key lengths in bits */
 	uint64_t value_bytes; /* sum of value lengths */
 	uint64_t max_key_bits;
+	uint32_t header_crc; /* the header CRC32C: names this file's version */
 	kvs_code_spec codes[KVS_FIELD_COUNT]; /* bit profile */
 	/* Space components (seed 000): they sum to file_bytes. */
 	uint64_t file_bytes;
