@@ -377,9 +377,13 @@ static kvs_status compare_restart(kvs_cursor *c, uint64_t j,
 	return KVS_OK;
 }
 
-kvs_status kvs_cursor_seek(kvs_cursor *c, const void *key, uint64_t key_bits)
+/* The lower bound of key; *found: the cursor is on key itself (the scan's
+ * last compare says so, without comparing again). */
+static kvs_status seek_key(kvs_cursor *c, const void *key, uint64_t key_bits,
+                           bool *found)
 {
 	const kvs_segment *s = c->seg;
+	*found = false;
 	if (s->records == 0)
 		return invalidate(c, KVS_OK);
 	/* lo = the number of restarts whose key is <= key */
@@ -425,10 +429,18 @@ kvs_status kvs_cursor_seek(kvs_cursor *c, const void *key, uint64_t key_bits)
 			hi = mid;
 	}
 	kvs_status st = load_restart(c, lo ? lo - 1 : 0);
+	int cmp = -1;
 	while (st == KVS_OK && c->ordinal < s->records &&
-	       seg_key_compare(c->key, c->key_bits, key, key_bits) < 0)
+	       (cmp = seg_key_compare(c->key, c->key_bits, key, key_bits)) < 0)
 		st = kvs_cursor_next(c);
+	*found = st == KVS_OK && c->ordinal < s->records && cmp == 0;
 	return st;
+}
+
+kvs_status kvs_cursor_seek(kvs_cursor *c, const void *key, uint64_t key_bits)
+{
+	bool found;
+	return seek_key(c, key, key_bits, &found);
 }
 
 kvs_status kvs_cursor_seek_bytes(kvs_cursor *c, const void *key,
@@ -442,13 +454,7 @@ kvs_status kvs_cursor_seek_bytes(kvs_cursor *c, const void *key,
 kvs_status kvs_cursor_lookup(kvs_cursor *c, const void *key,
                              uint64_t key_bits, bool *found)
 {
-	*found = false;
-	kvs_status st = kvs_cursor_seek(c, key, key_bits);
-	if (st == KVS_OK && c->ordinal < c->seg->records &&
-	    c->key_bits == key_bits &&
-	    seg_key_compare(c->key, c->key_bits, key, key_bits) == 0)
-		*found = true;
-	return st;
+	return seek_key(c, key, key_bits, found);
 }
 
 kvs_status kvs_cursor_lookup_bytes(kvs_cursor *c, const void *key,
