@@ -1524,6 +1524,14 @@ static void test_errors(void **state)
 		expect_refused_upfront(segs, 0, out_dir, &mo, g_case);
 		set_case("n == 0, inputs NULL");
 		expect_refused_upfront(NULL, 0, out_dir, &mo, g_case);
+		set_case("no output path");
+		{
+			kvs_error err = {0};
+			kvs_status st = kvs_merge(segs, 3, NULL, &mo, NULL, &err);
+			EXPECT_ST(st, KVS_E_INVAL, "%s: %s", g_case,
+			          err.message);
+			CHECK(err.message[0] != '\0', "%s: a message", g_case);
+		}
 		set_case("unknown output profile");
 		mo.output.profile = (kvs_profile)2;
 		expect_refused_upfront(segs, 3, out_dir, &mo, g_case);
