@@ -1431,6 +1431,33 @@ static void test_long_keys(void **state)
 		kvs_writer_free(w);
 		expect_dir_empty(dir, "after a refused long key");
 	}
+
+	/* Looking up a key longer than any key can be is no error: it is
+	 * simply absent, and a seek finds its lower bound. */
+	set_case("lookup of an over-long key");
+	char p[PATH_MAX];
+	path_join(p, dir, "short.kvseg");
+	kvs_writer_options o = make_opts(&MODES[0], 15, 1);
+	kvs_writer *w = NULL;
+	kvs_error err = {0};
+	EXPECT_ST(kvs_writer_open(&w, p, &o, &err), KVS_OK, "%s", err.message);
+	EXPECT_ST(kvs_writer_add_bytes(w, big, 8, KVS_KIND_VALUE, "v", 1, &err),
+	          KVS_OK, "%s", err.message);
+	EXPECT_ST(kvs_writer_finish(w, &err), KVS_OK, "%s", err.message);
+	kvs_writer_free(w);
+	kvs_segment *seg = NULL;
+	EXPECT_ST(kvs_segment_open(&seg, p, &err), KVS_OK, "%s", err.message);
+	kvs_cursor *c = NULL;
+	EXPECT_ST(kvs_cursor_open(&c, seg), KVS_OK, "cursor");
+	bool found = true;
+	EXPECT_ST(kvs_cursor_lookup_bytes(c, big, nb, &found), KVS_OK,
+	          "lookup");
+	CHECK(!found, "an over-long key is not found");
+	/* big's first 8 bytes are the stored key, so it sorts after it */
+	CHECK(!kvs_cursor_valid(c), "its lower bound is the end");
+	kvs_cursor_close(c);
+	kvs_segment_unref(seg);
+	unlink(p);
 	free(big);
 	g_mode = "";
 }
