@@ -703,6 +703,12 @@ fail:
 
 kvs_status kvs_catalog_open(kvs_catalog **out, const char *dir, kvs_error *err)
 {
+	return kvs_catalog_open_flags(out, dir, 0, err);
+}
+
+kvs_status kvs_catalog_open_flags(kvs_catalog **out, const char *dir,
+                                  unsigned flags, kvs_error *err)
+{
 	*out = NULL;
 	if (!dir || !*dir)
 		return kvs_error_set(err, KVS_E_INVAL, "no directory given");
@@ -725,7 +731,7 @@ kvs_status kvs_catalog_open(kvs_catalog **out, const char *dir, kvs_error *err)
 			st = publish(dir, &c->cur, err);
 	}
 	/* under the lock, so that no replace() unlinks a segment meanwhile */
-	if (st == KVS_OK)
+	if (st == KVS_OK && !(flags & KVS_CATALOG_NO_CHECK))
 		st = check_entries(dir, &c->cur, err);
 	unlock_dir(lock);
 	if (st != KVS_OK) {

@@ -58,6 +58,14 @@ typedef struct kvs_catalog kvs_catalog;
  */
 kvs_status kvs_catalog_open(kvs_catalog **out, const char *dir,
                             kvs_error *err);
+
+/* Flags of kvs_catalog_open_flags. */
+#define KVS_CATALOG_NO_CHECK 1u /* do not check the named segments: the
+                                   caller opens and checks each itself */
+
+/* kvs_catalog_open with flags (0 is kvs_catalog_open). */
+kvs_status kvs_catalog_open_flags(kvs_catalog **out, const char *dir,
+                                  unsigned flags, kvs_error *err);
 void kvs_catalog_close(kvs_catalog *c);
 
 /* Re-reads the newest published generation and checks its segments as
