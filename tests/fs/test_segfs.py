@@ -576,6 +576,52 @@ def test_bad_segment(tmp):
         m.close()
 
 
+def test_corrupt_body(tmp):
+    """Damaged records: reads fail with EIO (or ENOENT), never crash the
+    daemon or return a short read; -o verify refuses the mount."""
+    d = os.path.join(tmp, "corrupt")
+    os.mkdir(d)
+    rng = random.Random(13)
+    recs = [(b"c/%05d" % i, 56, rng.randbytes(rng.randint(0, 60)))
+            for i in range(3000)]
+    build(os.path.join(d, "a.seg"), recs, seq=1)
+    build(os.path.join(d, "z.seg"), [(b"zz", 16, b"fine")], seq=2)
+    Mount(d).close()  # the catalog names both
+    path = os.path.join(d, "a.seg")
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:  # the body only: open's checks pass
+        for off in rng.sample(range(400, size // 2), 40):
+            f.seek(off)
+            f.write(bytes([rng.randrange(256)]))
+    m = Mount(d)
+    try:
+        outcomes = {"ok": 0, "eio": 0, "enoent": 0}
+        try:
+            listdir(m.path("view"))
+        except OSError as e:
+            check(e.errno == errno.EIO, "listing fails with EIO: %s" % e)
+        for k, b, v in recs:
+            p = m.path("view", name_of(k, b))
+            try:
+                with open(p, "rb") as f:
+                    got = f.read()
+                size_seen = os.stat(p).st_size
+                check(len(got) == size_seen, "no short read of %r" % k)
+                outcomes["ok"] += 1
+            except OSError as e:
+                check(e.errno in (errno.EIO, errno.ENOENT), "errno %s for %r" % (e, k))
+                outcomes["eio" if e.errno == errno.EIO else "enoent"] += 1
+        check(outcomes["eio"] > 0, "some reads see the damage: %r" % outcomes)
+        check(read(m.path("view", "zz")) == b"fine", "the daemon keeps serving")
+    finally:
+        m.close()
+    m = Mount(d, "verify", expect_fail=True)
+    rc = m.proc.wait(timeout=60)
+    err = m.stderr()
+    check(rc == 1 and "a.seg" in err, "-o verify refuses the damaged segment: %r" % err)
+    os.rmdir(m.mnt)
+
+
 def test_signals(tmp):
     d = os.path.join(tmp, "sig")
     os.mkdir(d)
@@ -611,7 +657,7 @@ def main():
         return 77
     only = sys.argv[3:]
     tests = [test_modes, test_names, test_mutations, test_large, test_threads,
-             test_sep, test_bad_segment, test_signals]
+             test_sep, test_bad_segment, test_corrupt_body, test_signals]
     with tempfile.TemporaryDirectory(prefix="segfs-test-") as tmp:
         for t in tests:
             if only and t.__name__ not in only:
