@@ -1,277 +1,97 @@
 /*
- * segfs.c — the FUSE daemon: a directory of segments as a read-only tree
- * of keys (docs/USAGE.md, "segfs").
+ * segfs.c — the FUSE daemon: a directory of segments as a tree of keys
+ * (docs/USAGE.md, "segfs").
  *
  *   /segments/NAME/KEY   every live segment, oldest first in the catalog
  *   /view/KEY            the composed view: each key's newest binding
  *   /control/catalog     the live segments, their generation and modes
+ *   /control/merge       write a request to merge segments
+ *   /control/status      every job since mount, one JSON line each
+ *   /control/wait/ID     reading it waits for job ID to end
  *
  * A thin layer of FUSE low-level operations over libkvseg: every lookup,
  * attribute, listing and read goes through a cursor over the mapped
  * segments, and nothing is unpacked. Inode numbers carry what they name
- * (a segment slot and a record ordinal), so the daemon keeps no per-key
- * state: memory is flat in the number of keys. Only the directories that
- * -o sep makes out of key prefixes live in a table, and only while the
- * kernel holds them.
+ * (a segment slot and a record ordinal, a snapshot), so the daemon keeps
+ * no per-key state: memory is flat in the number of keys. Only the
+ * directories that -o sep makes out of key prefixes live in a table, and
+ * only while the kernel holds them. The live state (slots, snapshots) is
+ * in state.c, the control files in control.c.
  */
-#define FUSE_USE_VERSION 312
+#include "segfs.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <fuse_lowlevel.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "kvseg/catalog.h"
-#include "kvseg/segment.h"
 #include "names.h"
-#include "view.h"
 
 #ifndef SEGFS_VERSION
 #define SEGFS_VERSION "unknown"
 #endif
-
-/* ---- inode numbers ---------------------------------------------------------
- *
- * bits 63..60 the kind; for keys, bits 59..44 the segment slot and 43..0
- * the record's ordinal in that segment. Slots number the segments the
- * daemon has opened, in catalog order at mount.
- */
-enum {
-	INO_ROOT = FUSE_ROOT_ID,
-	INO_SEGMENTS = 2,
-	INO_VIEW = 3,
-	INO_CONTROL = 4,
-	INO_CATALOG = 5,
-};
-enum ino_kind {
-	K_FIXED = 0,
-	K_SEGDIR = 1,  /* segments/NAME: slot in the low bits */
-	K_SEGKEY = 2,  /* a key of segments/NAME */
-	K_VIEWKEY = 3, /* a key of view/ (the binding's slot and ordinal) */
-	K_PREFIX = 4,  /* a directory made by -o sep: id in the table */
-	K_HINT = 5,    /* d_ino of a plain listing's directory entry */
-};
-#define ORD_BITS 44
-#define SLOT_BITS 16
-#define MAX_SLOTS ((size_t)1 << SLOT_BITS)
-#define ORD_MASK ((UINT64_C(1) << ORD_BITS) - 1)
-
-static fuse_ino_t make_ino(enum ino_kind k, uint64_t low)
-{
-	return (fuse_ino_t)((uint64_t)k << 60 | low);
-}
-static enum ino_kind ino_kind(fuse_ino_t ino) { return (enum ino_kind)(ino >> 60); }
-static uint64_t ino_low(fuse_ino_t ino) { return ino & ((UINT64_C(1) << 60) - 1); }
-static uint64_t make_pos(uint32_t slot, uint64_t ord)
-{
-	return (uint64_t)slot << ORD_BITS | ord;
-}
 
 /* Directory offsets: 1 after ".", 2 after "..", 3 after "%@" (the key a
  * -o sep directory stands for), 4 + position after the entry at the
  * position (slot and ordinal) of its first record. */
 #define OFF_ENTRIES 4
 
-/* ---- state ---------------------------------------------------------------- */
+/* ---- references the kernel holds ---------------------------------------------
+ * Every entry the kernel is given (lookup, readdirplus) holds what its
+ * inode names until the kernel forgets it. */
 
-#define SCOPE_VIEW (-1)
-
-typedef struct slot {
-	kvs_segment *seg;
-	char name[KVS_CATALOG_MAX_NAME + 1];
-	kvs_segment_info info;
-	struct stat st; /* the segment file's */
-} slot;
-
-static struct {
-	char *segdir;
-	bool tombstones;
-	int sep; /* -1: flat directories */
-	bool skip_bad;
-	bool verify;
-	double timeout;
-	slot *slots; /* by slot number */
-	size_t nslots;
-	uint32_t *live; /* slot numbers, oldest first */
-	size_t nlive;
-	uint64_t generation;
-	struct stat dir_st;
-	char *catalog_text;
-	size_t catalog_len;
-	pthread_key_t tls_key;
-} S = {.sep = -1, .timeout = 365.0 * 86400};
-
-static int kvs_errno(kvs_status st)
+static void ino_ref(fuse_ino_t ino, uint64_t n, bool up)
 {
-	switch (st) {
-	case KVS_OK: return 0;
-	case KVS_E_NOMEM: return ENOMEM;
-	default: return EIO;
+	uint64_t low = ino_low(ino);
+	switch (ino_kind(ino)) {
+	case K_SEGDIR:
+		up ? slot_ref(slot_get(low), n) : slot_unref(slot_get(low), n);
+		break;
+	case K_SEGKEY:
+	case K_VIEWKEY:
+		up ? slot_ref(slot_get(low >> ORD_BITS), n)
+		   : slot_unref(slot_get(low >> ORD_BITS), n);
+		break;
+	case K_VIEWDIR:
+	case K_CATALOG:
+		up ? snap_ref(snap_get(low), n) : snap_unref(snap_get(low), n);
+		break;
+	case K_PREFIX:
+		if (!up)
+			ptab_forget(low, n);
+		break; /* ptab_ref counted it */
+	default:
+		break;
 	}
 }
 
-/* ---- per-thread cursors ----------------------------------------------------
- * Each thread that serves requests keeps one cursor per slot, opened on
- * first use; there is no lock on the read path. */
+/* ---- scopes ------------------------------------------------------------------------ */
 
-typedef struct tls_cursors {
-	size_t n;
-	kvs_cursor **cur;
-	kvs_cursor **view; /* the live slots' cursors, oldest first */
-} tls_cursors;
-
-static void tls_free(void *p)
-{
-	tls_cursors *t = p;
-	if (!t)
-		return;
-	for (size_t i = 0; i < t->n; i++)
-		kvs_cursor_close(t->cur[i]);
-	free(t->cur);
-	free(t->view);
-	free(t);
-}
-
-static tls_cursors *tls_get(void)
-{
-	tls_cursors *t = pthread_getspecific(S.tls_key);
-	if (t)
-		return t;
-	t = calloc(1, sizeof *t);
-	if (!t)
-		return NULL;
-	t->cur = calloc(S.nslots ? S.nslots : 1, sizeof *t->cur);
-	t->view = calloc(S.nlive ? S.nlive : 1, sizeof *t->view);
-	if (!t->cur || !t->view) {
-		tls_free(t);
-		return NULL;
-	}
-	t->n = S.nslots;
-	for (size_t i = 0; i < S.nslots; i++) {
-		if (!S.slots[i].seg)
-			continue;
-		if (kvs_cursor_open(&t->cur[i], S.slots[i].seg) != KVS_OK) {
-			tls_free(t);
-			return NULL;
-		}
-	}
-	for (size_t i = 0; i < S.nlive; i++)
-		t->view[i] = t->cur[S.live[i]];
-	pthread_setspecific(S.tls_key, t);
-	return t;
-}
-
-static kvs_cursor *slot_cursor(uint32_t s)
-{
-	tls_cursors *t = tls_get();
-	return t && s < t->n ? t->cur[s] : NULL;
-}
-
-/* ---- directories made by -o sep ------------------------------------------ */
-
-typedef struct pnode {
-	uint64_t id;
-	uint64_t nlookup;
-	int32_t scope;
-	size_t plen;
-	struct pnode *next_key, *next_id;
-	uint8_t prefix[];
-} pnode;
-
-#define PTAB_SIZE 4096
-static struct {
-	pthread_mutex_t lock;
-	pnode *by_key[PTAB_SIZE], *by_id[PTAB_SIZE];
-	uint64_t next_id;
-} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .next_id = 1};
-
-static size_t ptab_hash(int32_t scope, const uint8_t *p, size_t n)
-{
-	uint64_t h = 1469598103934665603u ^ (uint32_t)scope;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 1099511628211u;
-	return (size_t)(h % PTAB_SIZE);
-}
-
-/* The directory (scope, prefix), created if needed, with its lookup count
- * raised by one; 0 when out of memory. */
-static fuse_ino_t ptab_ref(int32_t scope, const uint8_t *prefix, size_t plen)
-{
-	size_t h = ptab_hash(scope, prefix, plen);
-	pthread_mutex_lock(&P.lock);
-	pnode *n = P.by_key[h];
-	while (n && !(n->scope == scope && n->plen == plen &&
-	              memcmp(n->prefix, prefix, plen) == 0))
-		n = n->next_key;
-	if (!n && (n = malloc(sizeof *n + plen))) {
-		n->id = P.next_id++;
-		n->nlookup = 0;
-		n->scope = scope;
-		n->plen = plen;
-		memcpy(n->prefix, prefix, plen);
-		n->next_key = P.by_key[h];
-		P.by_key[h] = n;
-		n->next_id = P.by_id[n->id % PTAB_SIZE];
-		P.by_id[n->id % PTAB_SIZE] = n;
-	}
-	fuse_ino_t ino = 0;
-	if (n) {
-		n->nlookup++;
-		ino = make_ino(K_PREFIX, n->id);
-	}
-	pthread_mutex_unlock(&P.lock);
-	return ino;
-}
-
-static void ptab_forget(uint64_t id, uint64_t count)
-{
-	pthread_mutex_lock(&P.lock);
-	pnode **pp = &P.by_id[id % PTAB_SIZE];
-	while (*pp && (*pp)->id != id)
-		pp = &(*pp)->next_id;
-	pnode *n = *pp;
-	if (n && (n->nlookup = n->nlookup > count ? n->nlookup - count : 0) == 0) {
-		*pp = n->next_id;
-		pnode **kp = &P.by_key[ptab_hash(n->scope, n->prefix, n->plen)];
-		while (*kp != n)
-			kp = &(*kp)->next_key;
-		*kp = n->next_key;
-		free(n);
-	}
-	pthread_mutex_unlock(&P.lock);
-}
-
-static void ptab_free_all(void)
-{
-	for (size_t i = 0; i < PTAB_SIZE; i++) {
-		pnode *n = P.by_id[i];
-		while (n) {
-			pnode *next = n->next_id;
-			free(n);
-			n = next;
-		}
-		P.by_id[i] = P.by_key[i] = NULL;
-	}
-}
-
-/* ---- directories ---------------------------------------------------------- */
-
-/* A directory of keys: a scope (a slot or the view) and a key prefix. */
+/* A directory of keys: a scope (a slot or a snapshot) and a key prefix. */
 typedef struct dirref {
-	int32_t scope;
+	scope sc;
+	snap *sn; /* the snapshot of a view scope */
 	uint8_t *prefix; /* owned */
 	size_t plen;
 } dirref;
+
+static int scope_check(const scope *sc, snap **sn)
+{
+	*sn = NULL;
+	if (sc->view) {
+		*sn = snap_get(sc->id);
+		return *sn ? 0 : ENOENT;
+	}
+	slot *s = slot_get(sc->id);
+	return s && s->seg ? 0 : ENOENT;
+}
 
 /* Resolves ino to a directory of keys; ENOTDIR or ENOENT otherwise. */
 static int dir_resolve(fuse_ino_t ino, dirref *d)
@@ -279,88 +99,93 @@ static int dir_resolve(fuse_ino_t ino, dirref *d)
 	d->prefix = NULL;
 	d->plen = 0;
 	switch (ino_kind(ino)) {
-	case K_FIXED:
-		if (ino != INO_VIEW)
-			return ENOTDIR;
-		d->scope = SCOPE_VIEW;
-		return 0;
+	case K_VIEWDIR:
+		d->sc = (scope){true, ino_low(ino)};
+		break;
 	case K_SEGDIR:
-		if (ino_low(ino) >= S.nslots || !S.slots[ino_low(ino)].seg)
-			return ENOENT;
-		d->scope = (int32_t)ino_low(ino);
-		return 0;
+		d->sc = (scope){false, ino_low(ino)};
+		break;
 	case K_PREFIX: {
-		uint64_t id = ino_low(ino);
-		int err = ENOENT;
-		pthread_mutex_lock(&P.lock);
-		pnode *n = P.by_id[id % PTAB_SIZE];
-		while (n && n->id != id)
-			n = n->next_id;
-		if (n && (d->prefix = malloc(n->plen ? n->plen : 1))) {
-			memcpy(d->prefix, n->prefix, n->plen);
-			d->plen = n->plen;
-			d->scope = n->scope;
-			err = 0;
-		} else if (n) {
-			err = ENOMEM;
-		}
-		pthread_mutex_unlock(&P.lock);
-		return err;
+		int err = ptab_get(ino_low(ino), &d->sc, &d->prefix, &d->plen);
+		if (err)
+			return err;
+		break;
 	}
 	default:
 		return ENOTDIR;
 	}
+	int err = scope_check(&d->sc, &d->sn);
+	if (err) {
+		free(d->prefix);
+		d->prefix = NULL;
+	}
+	return err;
 }
 
-/* A borrowed composed cursor over the scope, from this thread's cursors. */
-static int scope_borrow(int32_t scope, vcursor *vc)
+/* This thread's cursors on the scope's segments (oldest first, in a
+ * malloc'd array the caller frees). */
+static int scope_cursors(const dirref *d, kvs_cursor ***out, size_t *n)
 {
-	tls_cursors *t = tls_get();
-	if (!t)
+	size_t k = d->sc.view ? d->sn->n : 1;
+	kvs_cursor **c = calloc(k ? k : 1, sizeof *c);
+	if (!c)
 		return ENOMEM;
-	if (scope == SCOPE_VIEW)
-		vc_borrow(vc, t->view, S.nlive, false);
-	else
-		vc_borrow(vc, &t->cur[scope], 1, S.tombstones);
+	for (size_t i = 0; i < k; i++) {
+		slot *s = slot_get(d->sc.view ? d->sn->live[i] : d->sc.id);
+		if (!(c[i] = slot_cursor(s))) {
+			free(c);
+			return s && s->seg ? ENOMEM : ENOENT;
+		}
+	}
+	*out = c;
+	*n = k;
 	return 0;
 }
 
-static int scope_open(int32_t scope, vcursor *vc)
+static bool scope_tombstones(const dirref *d)
 {
-	kvs_status st;
-	if (scope == SCOPE_VIEW) {
-		kvs_segment **segs = calloc(S.nlive ? S.nlive : 1, sizeof *segs);
-		if (!segs)
-			return ENOMEM;
-		for (size_t i = 0; i < S.nlive; i++)
-			segs[i] = S.slots[S.live[i]].seg;
-		st = vc_open(vc, segs, S.nlive, false);
-		free(segs);
-	} else {
-		st = vc_open(vc, &S.slots[scope].seg, 1, S.tombstones);
+	return !d->sc.view && S.tombstones;
+}
+
+/* A composed cursor of the directory's own (for open directories). */
+static int scope_open(const dirref *d, vcursor *vc)
+{
+	size_t k = d->sc.view ? d->sn->n : 1;
+	kvs_segment **segs = calloc(k ? k : 1, sizeof *segs);
+	if (!segs)
+		return ENOMEM;
+	int err = 0;
+	pthread_mutex_lock(&S.lock);
+	for (size_t i = 0; i < k && !err; i++) {
+		slot *s = slot_get(d->sc.view ? d->sn->live[i] : d->sc.id);
+		if (!(segs[i] = s->seg))
+			err = ENOENT;
 	}
-	return kvs_errno(st);
+	if (!err)
+		err = kvs_errno(vc_open(vc, segs, k, scope_tombstones(d)));
+	pthread_mutex_unlock(&S.lock);
+	free(segs);
+	return err;
 }
 
-/* The slot of the composed cursor's current binding. */
-static uint32_t vc_slot(int32_t scope, const vcursor *vc)
+/* The slot of a composed cursor's current binding. */
+static uint32_t vc_slot(const dirref *d, const vcursor *vc)
 {
-	return scope == SCOPE_VIEW ? S.live[vc->winner] : (uint32_t)scope;
+	return d->sc.view ? d->sn->live[vc->winner] : (uint32_t)d->sc.id;
 }
 
-/* Looks key up in the scope: *found when it has a visible binding, then
- * *slot_out and *ord name it. */
-static int scope_lookup(int32_t scope, const uint8_t *key, uint64_t bits,
+/* Looks key up in the directory's scope: *found when it has a visible
+ * binding, then *slot_out and *ord name it. */
+static int scope_lookup(const dirref *d, const uint8_t *key, uint64_t bits,
                         bool *found, uint32_t *slot_out, uint64_t *ord)
 {
 	*found = false;
-	tls_cursors *t = tls_get();
-	if (!t)
-		return ENOMEM;
-	size_t first = scope == SCOPE_VIEW ? S.nlive : 1;
-	for (size_t k = first; k-- > 0;) { /* newest first */
-		uint32_t s = scope == SCOPE_VIEW ? S.live[k] : (uint32_t)scope;
-		kvs_cursor *c = t->cur[s];
+	size_t k = d->sc.view ? d->sn->n : 1;
+	while (k-- > 0) { /* newest first */
+		uint32_t id = d->sc.view ? d->sn->live[k] : (uint32_t)d->sc.id;
+		kvs_cursor *c = slot_cursor(slot_get(id));
+		if (!c)
+			return ENOENT;
 		bool hit = false;
 		kvs_status st = kvs_cursor_lookup(c, key, bits, &hit);
 		if (st != KVS_OK)
@@ -368,10 +193,10 @@ static int scope_lookup(int32_t scope, const uint8_t *key, uint64_t bits,
 		if (!hit)
 			continue;
 		if (kvs_cursor_kind(c) == KVS_KIND_TOMBSTONE &&
-		    !(scope != SCOPE_VIEW && S.tombstones))
+		    !scope_tombstones(d))
 			return 0;
 		*found = true;
-		*slot_out = s;
+		*slot_out = id;
 		*ord = kvs_cursor_ordinal(c);
 		return 0;
 	}
@@ -386,26 +211,28 @@ static bool has_prefix(const uint8_t *key, uint64_t bits, const uint8_t *p,
 }
 
 /* Does a visible key of the scope start with p? */
-static int scope_has_prefix(int32_t scope, const uint8_t *p, size_t plen,
+static int scope_has_prefix(const dirref *d, const uint8_t *p, size_t plen,
                             bool *yes)
 {
-	vcursor vc;
-	int err = scope_borrow(scope, &vc);
+	kvs_cursor **c;
+	size_t n;
+	int err = scope_cursors(d, &c, &n);
 	if (err)
 		return err;
+	vcursor vc;
+	vc_borrow(&vc, c, n, scope_tombstones(d));
 	kvs_status st = vc_seek(&vc, p, (uint64_t)plen * 8, false);
-	if (st != KVS_OK)
-		return kvs_errno(st);
 	*yes = false;
-	if (vc_valid(&vc)) {
+	if (st == KVS_OK && vc_valid(&vc)) {
 		uint64_t bits;
 		const uint8_t *key = kvs_cursor_key(vc_cur(&vc), &bits);
 		*yes = has_prefix(key, bits, p, plen);
 	}
-	return 0;
+	free(c);
+	return kvs_errno(st);
 }
 
-/* ---- attributes ----------------------------------------------------------- */
+/* ---- attributes -------------------------------------------------------------------- */
 
 static void dir_stat(struct stat *st, fuse_ino_t ino, const struct stat *from,
                      nlink_t nlink)
@@ -437,21 +264,22 @@ static void file_stat(struct stat *st, fuse_ino_t ino, const struct stat *from,
 	st->st_blksize = 4096;
 }
 
-static const struct stat *scope_times(int32_t scope)
+static const struct stat *scope_times(const dirref *d)
 {
-	return scope == SCOPE_VIEW ? &S.dir_st : &S.slots[scope].st;
+	return d->sc.view ? &d->sn->st : &slot_get(d->sc.id)->st;
 }
 
-/* Positions this thread's cursor of the slot on record ord. */
-static int key_at(uint32_t s, uint64_t ord, kvs_cursor **out)
+/* Positions this thread's cursor of slot id on record ord. */
+static int key_at(uint64_t id, uint64_t ord, kvs_cursor **out)
 {
-	if (s >= S.nslots || !S.slots[s].seg)
+	slot *s = slot_get(id);
+	if (!s)
+		return ENOENT;
+	if (ord >= s->info.records)
 		return ENOENT;
 	kvs_cursor *c = slot_cursor(s);
 	if (!c)
-		return ENOMEM;
-	if (ord >= S.slots[s].info.records)
-		return ENOENT;
+		return s->seg ? ENOMEM : ESTALE;
 	kvs_status st = kvs_cursor_seek_ordinal(c, ord);
 	if (st != KVS_OK)
 		return kvs_errno(st);
@@ -465,38 +293,83 @@ static int key_at(uint32_t s, uint64_t ord, kvs_cursor **out)
 static int key_attr(fuse_ino_t ino, struct stat *st, kvs_cursor **cur)
 {
 	uint64_t low = ino_low(ino);
-	uint32_t s = (uint32_t)(low >> ORD_BITS);
-	kvs_cursor *c;
-	int err = key_at(s, low & ORD_MASK, &c);
+	kvs_cursor *c = NULL;
+	int err = key_at(low >> ORD_BITS, low & ORD_MASK, &c);
 	if (err)
 		return err;
-	file_stat(st, ino, &S.slots[s].st, kvs_cursor_value_len(c), 0444);
+	file_stat(st, ino, &slot_get(low >> ORD_BITS)->st,
+	          kvs_cursor_value_len(c), 0444);
 	if (cur)
 		*cur = c;
 	return 0;
 }
 
+/* How long the kernel may keep an inode's attributes: what never changes
+ * for ever (the timeout), the control files never. */
+static double attr_timeout(fuse_ino_t ino)
+{
+	if (ino == INO_MERGE || ino == INO_STATUS || ino_kind(ino) == K_WAIT)
+		return 0;
+	return S.timeout;
+}
+
 static int do_getattr(fuse_ino_t ino, struct stat *st)
 {
+	uint64_t low = ino_low(ino);
 	switch (ino_kind(ino)) {
 	case K_FIXED:
 		switch (ino) {
 		case INO_ROOT: dir_stat(st, ino, &S.dir_st, 5); return 0;
-		case INO_SEGMENTS:
-			dir_stat(st, ino, &S.dir_st, 2 + (nlink_t)S.nlive);
-			return 0;
-		case INO_VIEW: dir_stat(st, ino, &S.dir_st, 2); return 0;
-		case INO_CONTROL: dir_stat(st, ino, &S.dir_st, 2); return 0;
-		case INO_CATALOG:
-			file_stat(st, ino, &S.dir_st, S.catalog_len, 0444);
+		case INO_SEGMENTS: {
+			snap *cur = snap_current();
+			dir_stat(st, ino, &cur->st, 2 + (nlink_t)cur->n);
+			snap_unref(cur, 1);
 			return 0;
 		}
+		case INO_CONTROL:
+		case INO_WAITDIR: dir_stat(st, ino, &S.dir_st, 2); return 0;
+		case INO_MERGE:
+			file_stat(st, ino, &S.dir_st, 0, 0200);
+			return 0;
+		case INO_STATUS: {
+			size_t len;
+			struct timespec t;
+			char *text = control_status(&len, &t);
+			if (!text)
+				return ENOMEM;
+			free(text);
+			file_stat(st, ino, &S.dir_st, len, 0444);
+			st->st_mtim = st->st_ctim = t;
+			return 0;
+		}
+		}
 		return ENOENT;
-	case K_SEGDIR:
-		if (ino_low(ino) >= S.nslots || !S.slots[ino_low(ino)].seg)
+	case K_VIEWDIR: {
+		snap *sn = snap_get(low);
+		if (!sn)
 			return ENOENT;
-		dir_stat(st, ino, &S.slots[ino_low(ino)].st, 2);
+		dir_stat(st, ino, &sn->st, 2);
 		return 0;
+	}
+	case K_CATALOG: {
+		snap *sn = snap_get(low);
+		if (!sn)
+			return ENOENT;
+		file_stat(st, ino, &sn->st, sn->catalog_len, 0444);
+		return 0;
+	}
+	case K_WAIT:
+		if (!control_job_exists(low))
+			return ENOENT;
+		file_stat(st, ino, &S.dir_st, control_wait_size(low), 0444);
+		return 0;
+	case K_SEGDIR: {
+		slot *s = slot_get(low);
+		if (!s || !s->seg)
+			return ENOENT;
+		dir_stat(st, ino, &s->st, 2);
+		return 0;
+	}
 	case K_SEGKEY:
 	case K_VIEWKEY:
 		return key_attr(ino, st, NULL);
@@ -505,7 +378,7 @@ static int do_getattr(fuse_ino_t ino, struct stat *st)
 		int err = dir_resolve(ino, &d);
 		if (err)
 			return err;
-		dir_stat(st, ino, scope_times(d.scope), 2);
+		dir_stat(st, ino, scope_times(&d), 2);
 		free(d.prefix);
 		return 0;
 	}
@@ -514,7 +387,7 @@ static int do_getattr(fuse_ino_t ino, struct stat *st)
 	}
 }
 
-/* ---- FUSE operations ------------------------------------------------------ */
+/* ---- lookups ------------------------------------------------------------------------ */
 
 static void reply_entry_stat(fuse_req_t req, const struct stat *st)
 {
@@ -522,17 +395,19 @@ static void reply_entry_stat(fuse_req_t req, const struct stat *st)
 	memset(&e, 0, sizeof e);
 	e.ino = st->st_ino;
 	e.attr = *st;
-	e.attr_timeout = S.timeout;
+	e.attr_timeout = attr_timeout(e.ino);
 	e.entry_timeout = S.timeout;
-	fuse_reply_entry(req, &e);
+	ino_ref(e.ino, 1, true);
+	if (fuse_reply_entry(req, &e) != 0)
+		ino_ref(e.ino, 1, false);
 }
 
-/* A cached negative lookup. */
-static void reply_negative(fuse_req_t req)
+/* A cached negative lookup (not in control/, where names come and go). */
+static void reply_negative(fuse_req_t req, double timeout)
 {
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof e);
-	e.entry_timeout = S.timeout;
+	e.entry_timeout = timeout;
 	fuse_reply_entry(req, &e);
 }
 
@@ -546,11 +421,10 @@ static void reply_ino(fuse_req_t req, fuse_ino_t ino)
 		reply_entry_stat(req, &st);
 }
 
-/* The key file (scope, slot, ord) as an entry. */
-static fuse_ino_t key_ino(int32_t scope, uint32_t s, uint64_t ord)
+/* The key file (slot, ord) as an entry of the directory. */
+static fuse_ino_t key_ino(const dirref *d, uint32_t s, uint64_t ord)
 {
-	return make_ino(scope == SCOPE_VIEW ? K_VIEWKEY : K_SEGKEY,
-	                make_pos(s, ord));
+	return make_ino(d->sc.view ? K_VIEWKEY : K_SEGKEY, make_pos(s, ord));
 }
 
 /* Finds the entry called name (len bytes) in directory d: a key file
@@ -573,10 +447,10 @@ static int dir_find(const dirref *d, const char *name, size_t len,
 	uint64_t ord;
 	if (sep && d->plen > 0 && len == 2 && memcmp(name, "%@", 2) == 0) {
 		/* the key this directory's prefix stands for */
-		err = scope_lookup(d->scope, key, (uint64_t)(d->plen - 1) * 8,
-		                   &found, &s, &ord);
+		err = scope_lookup(d, key, (uint64_t)(d->plen - 1) * 8, &found,
+		                   &s, &ord);
 		if (!err && found)
-			*ino = key_ino(d->scope, s, ord);
+			*ino = key_ino(d, s, ord);
 		goto out;
 	}
 	uint64_t cbits;
@@ -594,7 +468,7 @@ static int dir_find(const dirref *d, const char *name, size_t len,
 			key[d->plen + cbytes] = (uint8_t)S.sep;
 			bool yes;
 			size_t plen = d->plen + cbytes + 1;
-			if ((err = scope_has_prefix(d->scope, key, plen, &yes)))
+			if ((err = scope_has_prefix(d, key, plen, &yes)))
 				goto out;
 			if (yes) {
 				*dir_prefix = key;
@@ -602,17 +476,20 @@ static int dir_find(const dirref *d, const char *name, size_t len,
 				return 0;
 			}
 		}
-		err = scope_lookup(d->scope, key, (uint64_t)d->plen * 8 + cbits,
-		                   &found, &s, &ord);
+		err = scope_lookup(d, key, (uint64_t)d->plen * 8 + cbits, &found,
+		                   &s, &ord);
 		if (!err && found)
-			*ino = key_ino(d->scope, s, ord);
+			*ino = key_ino(d, s, ord);
 		goto out;
 	}
 	/* Hashed: scan the visible keys that start with the name's prefix
 	 * for the one whose component has this name. */
-	vcursor vc;
-	if ((err = scope_borrow(d->scope, &vc)))
+	kvs_cursor **cs;
+	size_t ncs;
+	if ((err = scope_cursors(d, &cs, &ncs)))
 		goto out;
+	vcursor vc;
+	vc_borrow(&vc, cs, ncs, scope_tombstones(d));
 	size_t qlen = d->plen + (size_t)(cbits / 8);
 	kvs_status st = vc_seek(&vc, key, (uint64_t)qlen * 8, false);
 	while (st == KVS_OK && vc_valid(&vc)) {
@@ -630,25 +507,59 @@ static int dir_find(const dirref *d, const char *name, size_t len,
 			if (sp) {
 				size_t plen = (size_t)(sp - k) + 1;
 				uint8_t *p = malloc(plen);
-				if (!p) {
+				if (p) {
+					memcpy(p, k, plen);
+					*dir_prefix = p;
+					*dir_plen = plen;
+				} else {
 					err = ENOMEM;
-					goto out;
 				}
-				memcpy(p, k, plen);
-				*dir_prefix = p;
-				*dir_plen = plen;
 			} else {
-				*ino = key_ino(d->scope, vc_slot(d->scope, &vc),
+				*ino = key_ino(d, vc_slot(d, &vc),
 				               kvs_cursor_ordinal(vc_cur(&vc)));
 			}
-			goto out;
+			break;
 		}
 		st = vc_next(&vc);
 	}
-	err = kvs_errno(st);
+	free(cs);
+	if (!err)
+		err = kvs_errno(st);
 out:
 	free(key);
 	return err;
+}
+
+static void lookup_control(fuse_req_t req, const char *name)
+{
+	if (!strcmp(name, "catalog")) {
+		snap *cur = snap_current();
+		reply_ino(req, make_ino(K_CATALOG, cur->id));
+		snap_unref(cur, 1);
+	} else if (!strcmp(name, "merge")) {
+		reply_ino(req, INO_MERGE);
+	} else if (!strcmp(name, "status")) {
+		reply_ino(req, INO_STATUS);
+	} else if (!strcmp(name, "wait")) {
+		reply_ino(req, INO_WAITDIR);
+	} else {
+		reply_negative(req, S.timeout);
+	}
+}
+
+static void lookup_wait(fuse_req_t req, const char *name)
+{
+	char *end;
+	errno = 0;
+	unsigned long long id = strtoull(name, &end, 10);
+	char canon[32];
+	snprintf(canon, sizeof canon, "%llu", id);
+	if (errno || *end || strcmp(canon, name) != 0 ||
+	    !control_job_exists(id)) {
+		reply_negative(req, 0);
+		return;
+	}
+	reply_ino(req, make_ino(K_WAIT, id));
 }
 
 static void segfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -660,28 +571,36 @@ static void segfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	switch (parent) {
 	case INO_ROOT:
-		if (!strcmp(name, "segments"))
+		if (!strcmp(name, "segments")) {
 			reply_ino(req, INO_SEGMENTS);
-		else if (!strcmp(name, "view"))
-			reply_ino(req, INO_VIEW);
-		else if (!strcmp(name, "control"))
+		} else if (!strcmp(name, "view")) {
+			snap *cur = snap_current();
+			reply_ino(req, make_ino(K_VIEWDIR, cur->id));
+			snap_unref(cur, 1);
+		} else if (!strcmp(name, "control")) {
 			reply_ino(req, INO_CONTROL);
-		else
-			reply_negative(req);
+		} else {
+			reply_negative(req, S.timeout);
+		}
 		return;
-	case INO_SEGMENTS:
-		for (size_t i = 0; i < S.nlive; i++)
-			if (!strcmp(S.slots[S.live[i]].name, name)) {
-				reply_ino(req, make_ino(K_SEGDIR, S.live[i]));
-				return;
-			}
-		reply_negative(req);
+	case INO_SEGMENTS: {
+		snap *cur = snap_current();
+		fuse_ino_t ino = 0;
+		for (size_t i = 0; i < cur->n && !ino; i++)
+			if (!strcmp(slot_get(cur->live[i])->name, name))
+				ino = make_ino(K_SEGDIR, cur->live[i]);
+		if (ino)
+			reply_ino(req, ino);
+		else /* segfs invalidates it when the catalog changes */
+			reply_negative(req, S.timeout);
+		snap_unref(cur, 1);
 		return;
+	}
 	case INO_CONTROL:
-		if (!strcmp(name, "catalog"))
-			reply_ino(req, INO_CATALOG);
-		else
-			reply_negative(req);
+		lookup_control(req, name);
+		return;
+	case INO_WAITDIR:
+		lookup_wait(req, name);
 		return;
 	default:
 		break;
@@ -698,18 +617,24 @@ static void segfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	err = dir_find(&d, name, len, &ino, &dp, &dplen);
 	if (!err && dp) {
 		struct stat st;
-		fuse_ino_t dino = ptab_ref(d.scope, dp, dplen);
+		fuse_ino_t dino = ptab_ref(d.sc, dp, dplen);
 		free(dp);
 		if (!dino) {
 			err = ENOMEM;
 		} else {
-			dir_stat(&st, dino, scope_times(d.scope), 2);
-			reply_entry_stat(req, &st);
+			struct fuse_entry_param e;
+			memset(&e, 0, sizeof e);
+			dir_stat(&st, dino, scope_times(&d), 2);
+			e.ino = dino;
+			e.attr = st;
+			e.attr_timeout = e.entry_timeout = S.timeout;
+			if (fuse_reply_entry(req, &e) != 0)
+				ptab_forget(ino_low(dino), 1);
 		}
 	} else if (!err && ino) {
 		reply_ino(req, ino);
 	} else if (!err) {
-		reply_negative(req);
+		reply_negative(req, S.timeout);
 	}
 	if (err)
 		fuse_reply_err(req, err);
@@ -718,8 +643,7 @@ static void segfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void segfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	if (ino_kind(ino) == K_PREFIX)
-		ptab_forget(ino_low(ino), nlookup);
+	ino_ref(ino, nlookup, false);
 	fuse_reply_none(req);
 }
 
@@ -727,8 +651,7 @@ static void segfs_forget_multi(fuse_req_t req, size_t count,
                                struct fuse_forget_data *forgets)
 {
 	for (size_t i = 0; i < count; i++)
-		if (ino_kind(forgets[i].ino) == K_PREFIX)
-			ptab_forget(ino_low(forgets[i].ino), forgets[i].nlookup);
+		ino_ref(forgets[i].ino, forgets[i].nlookup, false);
 	fuse_reply_none(req);
 }
 
@@ -741,14 +664,15 @@ static void segfs_getattr(fuse_req_t req, fuse_ino_t ino,
 	if (err)
 		fuse_reply_err(req, err);
 	else
-		fuse_reply_attr(req, &st, S.timeout);
+		fuse_reply_attr(req, &st, attr_timeout(ino));
 }
 
 static void segfs_open(fuse_req_t req, fuse_ino_t ino,
                        struct fuse_file_info *fi)
 {
-	(void)ino;
-	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+	bool write = (fi->flags & O_ACCMODE) != O_RDONLY ||
+	             (fi->flags & O_TRUNC);
+	if (write && ino != INO_MERGE) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
@@ -756,6 +680,14 @@ static void segfs_open(fuse_req_t req, fuse_ino_t ino,
 	 * (no-open support) and keeps the page cache of these immutable
 	 * files across opens. */
 	fuse_reply_err(req, ENOSYS);
+}
+
+static void reply_slice(fuse_req_t req, const char *text, size_t len,
+                        size_t size, off_t off)
+{
+	size_t o = (uint64_t)off < len ? (size_t)off : len;
+	size_t n = len - o < size ? len - o : size;
+	fuse_reply_buf(req, text + o, n);
 }
 
 static void segfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -766,19 +698,42 @@ static void segfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	if (ino == INO_CATALOG) {
-		size_t o = (size_t)off < S.catalog_len ? (size_t)off
-		                                       : S.catalog_len;
-		size_t n = S.catalog_len - o < size ? S.catalog_len - o : size;
-		fuse_reply_buf(req, S.catalog_text + o, n);
+	switch (ino_kind(ino)) {
+	case K_SEGKEY:
+	case K_VIEWKEY:
+		break;
+	case K_CATALOG: {
+		snap *sn = snap_get(ino_low(ino));
+		if (!sn)
+			fuse_reply_err(req, ENOENT);
+		else
+			reply_slice(req, sn->catalog, sn->catalog_len, size, off);
 		return;
 	}
-	if (ino_kind(ino) != K_SEGKEY && ino_kind(ino) != K_VIEWKEY) {
-		fuse_reply_err(req, ino_kind(ino) == K_FIXED ||
-		                            ino_kind(ino) == K_SEGDIR ||
-		                            ino_kind(ino) == K_PREFIX
-		                        ? EISDIR
-		                        : ENOENT);
+	case K_WAIT:
+		control_wait(req, ino_low(ino), size, off);
+		return;
+	case K_FIXED:
+		if (ino == INO_STATUS) {
+			size_t len;
+			struct timespec t;
+			char *text = control_status(&len, &t);
+			if (!text)
+				fuse_reply_err(req, ENOMEM);
+			else
+				reply_slice(req, text, len, size, off);
+			free(text);
+			return;
+		}
+		fuse_reply_err(req, ino == INO_MERGE ? EBADF : EISDIR);
+		return;
+	case K_SEGDIR:
+	case K_PREFIX:
+	case K_VIEWDIR:
+		fuse_reply_err(req, EISDIR);
+		return;
+	default:
+		fuse_reply_err(req, ENOENT);
 		return;
 	}
 	struct stat st;
@@ -795,9 +750,39 @@ static void segfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, kvs_errno(ks));
 		return;
 	}
-	size_t o = (uint64_t)off < len ? (size_t)off : len;
-	size_t n = len - o < size ? len - o : size;
-	fuse_reply_buf(req, (const char *)value + o, n);
+	reply_slice(req, (const char *)value, len, size, off);
+}
+
+static void segfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+                        size_t size, off_t off, struct fuse_file_info *fi)
+{
+	(void)off, (void)fi;
+	if (ino != INO_MERGE) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	int err = control_write(buf, size);
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_write(req, size);
+}
+
+static void segfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+                          int to_set, struct fuse_file_info *fi)
+{
+	(void)attr, (void)fi;
+	/* `> control/merge` truncates first: nothing to do */
+	if (ino == INO_MERGE && !(to_set & ~(FUSE_SET_ATTR_SIZE |
+	                                     FUSE_SET_ATTR_MTIME |
+	                                     FUSE_SET_ATTR_MTIME_NOW |
+	                                     FUSE_SET_ATTR_CTIME))) {
+		struct stat st;
+		do_getattr(ino, &st);
+		fuse_reply_attr(req, &st, 0);
+		return;
+	}
+	fuse_reply_err(req, EROFS);
 }
 
 /* ---- listings ------------------------------------------------------------- */
@@ -812,13 +797,14 @@ static void segfs_opendir(fuse_req_t req, fuse_ino_t ino,
                           struct fuse_file_info *fi)
 {
 	fi->fh = 0;
-	if (ino_kind(ino) == K_FIXED && ino != INO_VIEW) {
-		if (ino == INO_CATALOG) {
+	if (ino_kind(ino) == K_FIXED) {
+		if (ino == INO_MERGE || ino == INO_STATUS) {
 			fuse_reply_err(req, ENOTDIR);
 			return;
 		}
-		fi->cache_readdir = 1;
-		fi->keep_cache = 1;
+		/* the catalog's changes invalidate these (state.c) */
+		fi->cache_readdir = ino != INO_WAITDIR;
+		fi->keep_cache = ino != INO_WAITDIR;
 		fuse_reply_open(req, fi);
 		return;
 	}
@@ -828,18 +814,22 @@ static void segfs_opendir(fuse_req_t req, fuse_ino_t ino,
 		return;
 	}
 	int err = dir_resolve(ino, &h->d);
-	if (!err)
-		err = scope_open(h->d.scope, &h->vc);
-	if (err) {
+	if (!err && (err = scope_open(&h->d, &h->vc)) != 0)
 		free(h->d.prefix);
+	if (err) {
 		free(h);
 		fuse_reply_err(req, err);
 		return;
 	}
+	/* the listing holds its snapshot or segment until it is closed */
+	if (h->d.sc.view)
+		snap_ref(h->d.sn, 1);
+	else
+		slot_ref(slot_get(h->d.sc.id), 1);
 	h->next_off = -1;
 	fi->fh = (uint64_t)(uintptr_t)h;
-	/* Segments never change, and neither does the view while the
-	 * catalog does not: let the kernel cache listings. */
+	/* Segments never change, and a snapshot's view neither: let the
+	 * kernel cache listings. */
 	fi->cache_readdir = 1;
 	fi->keep_cache = 1;
 	fuse_reply_open(req, fi);
@@ -852,6 +842,10 @@ static void segfs_releasedir(fuse_req_t req, fuse_ino_t ino,
 	dirh *h = (dirh *)(uintptr_t)fi->fh;
 	if (h) {
 		vc_close(&h->vc);
+		if (h->d.sc.view)
+			snap_unref(h->d.sn, 1);
+		else
+			slot_unref(slot_get(h->d.sc.id), 1);
 		free(h->d.prefix);
 		free(h);
 	}
@@ -877,7 +871,7 @@ static int dir_position(dirh *h, off_t off)
 	dirref *d = &h->d;
 	kvs_status st;
 	if (off < OFF_ENTRIES) {
-		st = d->scope != SCOPE_VIEW && d->plen == 0
+		st = !d->sc.view && d->plen == 0
 		         ? vc_seek_ordinal(&h->vc, 0)
 		         : vc_seek(&h->vc, d->prefix, (uint64_t)d->plen * 8,
 		                   false);
@@ -886,9 +880,9 @@ static int dir_position(dirh *h, off_t off)
 	uint64_t pos = (uint64_t)off - OFF_ENTRIES;
 	uint32_t s = (uint32_t)(pos >> ORD_BITS);
 	uint64_t ord = pos & ORD_MASK;
-	if (d->scope != SCOPE_VIEW && S.sep < 0)
+	if (!d->sc.view && S.sep < 0)
 		return kvs_errno(vc_seek_ordinal(&h->vc, ord + 1));
-	kvs_cursor *c;
+	kvs_cursor *c = NULL;
 	int err = key_at(s, ord, &c);
 	if (err)
 		return err == ENOENT ? EINVAL : err;
@@ -917,11 +911,13 @@ static int dir_position(dirh *h, off_t off)
 
 /* Adds one entry to buf in the readdir or readdirplus form; returns its
  * size, or 0 when it does not fit (and then nothing was added or counted).
- * A directory of -o sep (dprefix) gets its inode, and a lookup count, only
- * when it is sent with attributes. */
+ * With attributes (plus), the entry holds what it names as a lookup does
+ * (counted, except "." and ".."); a directory of -o sep (dprefix) gets
+ * its inode then. */
 static size_t add_entry(fuse_req_t req, bool plus, char *buf, size_t room,
                         const char *name, struct stat *st, off_t off,
-                        const uint8_t *dprefix, size_t dplen, int32_t scope)
+                        const uint8_t *dprefix, size_t dplen, scope sc,
+                        bool counted)
 {
 	size_t need = plus ? fuse_add_direntry_plus(req, NULL, 0, name, NULL, 0)
 	                   : fuse_add_direntry(req, NULL, 0, name, NULL, 0);
@@ -932,14 +928,16 @@ static size_t add_entry(fuse_req_t req, bool plus, char *buf, size_t room,
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof e);
 	if (dprefix) {
-		fuse_ino_t ino = ptab_ref(scope, dprefix, dplen);
+		fuse_ino_t ino = ptab_ref(sc, dprefix, dplen);
 		if (!ino)
 			return 0;
 		st->st_ino = ino;
+	} else if (counted) {
+		ino_ref(st->st_ino, 1, true);
 	}
 	e.ino = st->st_ino;
 	e.attr = *st;
-	e.attr_timeout = S.timeout;
+	e.attr_timeout = attr_timeout(e.ino);
 	e.entry_timeout = S.timeout;
 	return fuse_add_direntry_plus(req, buf, room, name, &e, off);
 }
@@ -947,21 +945,28 @@ static size_t add_entry(fuse_req_t req, bool plus, char *buf, size_t room,
 static void fixed_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
                           off_t off, bool plus)
 {
-	const char *names[3 + 1] = {0};
-	fuse_ino_t inos[3 + 1] = {0};
+	const char *names[4] = {0};
+	fuse_ino_t inos[4] = {0};
 	size_t n = 0;
+	snap *cur = snap_current();
 	if (ino == INO_ROOT) {
 		names[0] = "segments", inos[0] = INO_SEGMENTS;
-		names[1] = "view", inos[1] = INO_VIEW;
+		names[1] = "view", inos[1] = make_ino(K_VIEWDIR, cur->id);
 		names[2] = "control", inos[2] = INO_CONTROL;
 		n = 3;
 	} else if (ino == INO_CONTROL) {
-		names[0] = "catalog", inos[0] = INO_CATALOG;
-		n = 1;
+		names[0] = "catalog", inos[0] = make_ino(K_CATALOG, cur->id);
+		names[1] = "merge", inos[1] = INO_MERGE;
+		names[2] = "status", inos[2] = INO_STATUS;
+		names[3] = "wait", inos[3] = INO_WAITDIR;
+		n = 4;
+	} else if (ino == INO_SEGMENTS) {
+		n = cur->n;
 	}
-	size_t total = 2 + (ino == INO_SEGMENTS ? S.nlive : n);
+	size_t total = 2 + n;
 	char *buf = malloc(size);
 	if (!buf) {
+		snap_unref(cur, 1);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
@@ -972,19 +977,21 @@ static void fixed_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		if (i < 2)
 			name = i ? ".." : ".", child = ino;
 		else if (ino == INO_SEGMENTS)
-			name = S.slots[S.live[i - 2]].name,
-			child = make_ino(K_SEGDIR, S.live[i - 2]);
+			name = slot_get(cur->live[i - 2])->name,
+			child = make_ino(K_SEGDIR, cur->live[i - 2]);
 		else
 			name = names[i - 2], child = inos[i - 2];
 		struct stat st;
 		if (do_getattr(child, &st) != 0)
 			continue;
 		size_t got = add_entry(req, plus, buf + used, size - used,
-		                       name, &st, (off_t)i + 1, NULL, 0, 0);
+		                       name, &st, (off_t)i + 1, NULL, 0,
+		                       (scope){0}, i >= 2);
 		if (!got)
 			break;
 		used += got;
 	}
+	snap_unref(cur, 1);
 	fuse_reply_buf(req, buf, used);
 	free(buf);
 }
@@ -1006,13 +1013,14 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	size_t used = 0, got;
 	int err = 0;
 	struct stat st;
-	const struct stat *times = scope_times(d->scope);
+	const struct stat *times = scope_times(d);
 	bool sep = S.sep >= 0;
 	/* "." and ".." (the kernel links neither) */
 	for (; off < 2; off++) {
 		dir_stat(&st, ino, times, 2);
 		got = add_entry(req, plus, buf + used, size - used,
-		                off == 0 ? "." : "..", &st, off + 1, NULL, 0, 0);
+		                off == 0 ? "." : "..", &st, off + 1, NULL, 0,
+		                d->sc, false);
 		if (!got)
 			goto done;
 		used += got;
@@ -1022,18 +1030,18 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			bool found;
 			uint32_t s;
 			uint64_t ord;
-			err = scope_lookup(d->scope, d->prefix,
+			err = scope_lookup(d, d->prefix,
 			                   (uint64_t)(d->plen - 1) * 8, &found,
 			                   &s, &ord);
 			if (err)
 				goto done;
 			if (found) {
-				fuse_ino_t kino = key_ino(d->scope, s, ord);
+				fuse_ino_t kino = key_ino(d, s, ord);
 				if ((err = do_getattr(kino, &st)))
 					goto done;
 				got = add_entry(req, plus, buf + used,
 				                size - used, "%@", &st, 3,
-				                NULL, 0, 0);
+				                NULL, 0, d->sc, true);
 				if (!got)
 					goto done;
 				used += got;
@@ -1057,7 +1065,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			h->vc.winner = -1;
 			break;
 		}
-		uint32_t s = vc_slot(d->scope, &h->vc);
+		uint32_t s = vc_slot(d, &h->vc);
 		uint64_t ord = kvs_cursor_ordinal(c);
 		off_t eoff = (off_t)(OFF_ENTRIES + make_pos(s, ord));
 		const uint8_t *comp = key + d->plen;
@@ -1080,7 +1088,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			dir_stat(&st, make_ino(K_HINT, make_pos(s, ord)), times,
 			         2);
 			got = add_entry(req, plus, buf + used, size - used, name,
-			                &st, eoff, tmp, n, d->scope);
+			                &st, eoff, tmp, n, d->sc, false);
 			if (!got) {
 				h->next_off = off;
 				break;
@@ -1107,7 +1115,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 				memcpy(tmp, key, n);
 				tmp[n] = (uint8_t)S.sep;
 				bool shadowed;
-				if ((err = scope_has_prefix(d->scope, tmp, n + 1,
+				if ((err = scope_has_prefix(d, tmp, n + 1,
 				                            &shadowed)))
 					break;
 				if (shadowed) {
@@ -1116,11 +1124,11 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 					continue;
 				}
 			}
-			file_stat(&st, key_ino(d->scope, s, ord), &S.slots[s].st,
+			file_stat(&st, key_ino(d, s, ord), &slot_get(s)->st,
 			          kvs_cursor_value_len(c), 0444);
 			segfs_name_encode(comp, cbits, name);
 			got = add_entry(req, plus, buf + used, size - used, name,
-			                &st, eoff, NULL, 0, 0);
+			                &st, eoff, NULL, 0, d->sc, true);
 			if (!got) {
 				h->next_off = off;
 				break;
@@ -1199,7 +1207,7 @@ static void segfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		int n = snprintf(text, sizeof text, "%" PRIu64, bits);
 		reply_xattr_value(req, text, (size_t)n, size);
 	} else if (!strcmp(name, "user.segfs.segment")) {
-		const char *seg = S.slots[ino_low(ino) >> ORD_BITS].name;
+		const char *seg = slot_get(ino_low(ino) >> ORD_BITS)->name;
 		reply_xattr_value(req, seg, strlen(seg), size);
 	} else if (!strcmp(name, "user.segfs.tombstone") &&
 	           kvs_cursor_kind(c) == KVS_KIND_TOMBSTONE) {
@@ -1238,10 +1246,12 @@ static void segfs_statfs(fuse_req_t req, fuse_ino_t ino)
 	struct statvfs sv;
 	memset(&sv, 0, sizeof sv);
 	uint64_t bytes = 0, files = 0;
-	for (size_t i = 0; i < S.nlive; i++) {
-		bytes += S.slots[S.live[i]].info.file_bytes;
-		files += S.slots[S.live[i]].info.records;
+	snap *cur = snap_current();
+	for (size_t i = 0; i < cur->n; i++) {
+		bytes += slot_get(cur->live[i])->info.file_bytes;
+		files += slot_get(cur->live[i])->info.records;
 	}
+	snap_unref(cur, 1);
 	sv.f_bsize = sv.f_frsize = 4096;
 	sv.f_blocks = (fsblkcnt_t)((bytes + 4095) / 4096);
 	sv.f_files = (fsfilcnt_t)files;
@@ -1286,18 +1296,6 @@ static void segfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t np,
                        const char *nn)
 {
 	(void)ino, (void)np, (void)nn;
-	erofs_entry(req);
-}
-static void segfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-                          int to_set, struct fuse_file_info *fi)
-{
-	(void)ino, (void)attr, (void)to_set, (void)fi;
-	erofs_entry(req);
-}
-static void segfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
-                        size_t size, off_t off, struct fuse_file_info *fi)
-{
-	(void)ino, (void)buf, (void)size, (void)off, (void)fi;
 	erofs_entry(req);
 }
 static void segfs_create(fuse_req_t req, fuse_ino_t p, const char *n,
@@ -1353,150 +1351,23 @@ static const struct fuse_lowlevel_ops segfs_ops = {
 	.fallocate = segfs_fallocate,
 };
 
-/* ---- mounting ------------------------------------------------------------- */
-
-static const char *profile_name(const kvs_segment_info *i)
-{
-	static const char *const n[2][2] = {{"typed-byte", "raw-byte"},
-	                                    {"typed-bit", "raw-bit"}};
-	return n[i->profile == KVS_PROFILE_BIT][i->framing == KVS_FRAMING_RAW];
-}
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("segfs: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	exit(1);
-}
-
-/* Opens and checks every live segment; a bad one stops the mount, or with
- * -o skip_bad is left out of segments/ and view/ with a warning. */
-static void load(void)
-{
-	kvs_error err;
-	kvs_catalog *cat;
-	if (kvs_catalog_open_flags(&cat, S.segdir, KVS_CATALOG_NO_CHECK,
-	                           &err) != KVS_OK)
-		die("%s", err.message);
-	if (stat(S.segdir, &S.dir_st) < 0)
-		die("%s: %s", S.segdir, strerror(errno));
-	char cpath[PATH_MAX];
-	snprintf(cpath, sizeof cpath, "%s/%s", S.segdir, KVS_CATALOG_FILE);
-	struct stat cst;
-	if (stat(cpath, &cst) == 0) { /* the view changes with the catalog */
-		S.dir_st.st_mtim = cst.st_mtim;
-		S.dir_st.st_ctim = cst.st_ctim;
-	}
-	size_t n = kvs_catalog_count(cat);
-	if (n > MAX_SLOTS)
-		die("%s: %zu segments, more than %zu", S.segdir, n, MAX_SLOTS);
-	S.generation = kvs_catalog_generation(cat);
-	S.slots = calloc(n ? n : 1, sizeof *S.slots);
-	S.live = calloc(n ? n : 1, sizeof *S.live);
-	if (!S.slots || !S.live)
-		die("out of memory");
-	S.nslots = n;
-	size_t bad = 0;
-	for (size_t i = 0; i < n; i++) {
-		const kvs_catalog_entry *e = kvs_catalog_entry_at(cat, i);
-		slot *sl = &S.slots[i];
-		snprintf(sl->name, sizeof sl->name, "%s", e->name);
-		char path[PATH_MAX];
-		snprintf(path, sizeof path, "%s/%s", S.segdir, e->name);
-		kvs_status st = kvs_segment_open(&sl->seg, path, &err);
-		if (st == KVS_OK) {
-			kvs_segment_info_get(sl->seg, &sl->info);
-			if (sl->info.file_bytes != e->size ||
-			    sl->info.header_crc != e->header_crc ||
-			    sl->info.sequence != e->sequence) {
-				st = kvs_error_set(
-				    &err, KVS_E_CORRUPT,
-				    "%s: not the segment the catalog names "
-				    "(size, header CRC or sequence differ)",
-				    path);
-			}
-		}
-		if (st == KVS_OK && stat(path, &sl->st) < 0)
-			st = kvs_error_set(&err, KVS_E_IO, "%s: %s", path,
-			                   strerror(errno));
-		if (st == KVS_OK && S.verify)
-			st = kvs_segment_verify(sl->seg, &err) == KVS_OK
-			         ? KVS_OK
-			         : kvs_error_set(&err, KVS_E_CORRUPT, "%s: %s",
-			                         path, err.message);
-		if (st == KVS_OK && sl->info.records > ORD_MASK)
-			st = kvs_error_set(&err, KVS_E_UNSUPPORTED,
-			                   "%s: more than 2^44 records", path);
-		if (st != KVS_OK) {
-			kvs_segment_unref(sl->seg);
-			sl->seg = NULL;
-			if (!S.skip_bad)
-				die("bad segment: %s (use -o skip_bad to mount "
-				    "without it)",
-				    err.message);
-			fprintf(stderr, "segfs: skipping bad segment: %s\n",
-			        err.message);
-			bad++;
-			continue;
-		}
-		S.live[S.nlive++] = (uint32_t)i;
-	}
-	kvs_catalog_close(cat);
-
-	/* control/catalog */
-	size_t cap = 256 + n * (KVS_CATALOG_MAX_NAME + 160);
-	S.catalog_text = malloc(cap);
-	if (!S.catalog_text)
-		die("out of memory");
-	size_t len = (size_t)snprintf(
-	    S.catalog_text, cap,
-	    "generation %" PRIu64 "\nsegments %zu\n"
-	    "# name sequence mode restart records tombstones bytes\n",
-	    S.generation, S.nlive);
-	for (size_t i = 0; i < S.nlive; i++) {
-		const slot *sl = &S.slots[S.live[i]];
-		len += (size_t)snprintf(
-		    S.catalog_text + len, cap - len,
-		    "%s %" PRIu64 " %s %" PRIu32 " %" PRIu64 " %" PRIu64
-		    " %" PRIu64 "\n",
-		    sl->name, sl->info.sequence, profile_name(&sl->info),
-		    sl->info.restart_interval, sl->info.records,
-		    sl->info.tombstones, sl->info.file_bytes);
-	}
-	S.catalog_len = len;
-	(void)bad;
-}
-
-static void unload(void)
-{
-	tls_free(pthread_getspecific(S.tls_key));
-	pthread_setspecific(S.tls_key, NULL);
-	for (size_t i = 0; i < S.nslots; i++)
-		kvs_segment_unref(S.slots[i].seg);
-	free(S.slots);
-	free(S.live);
-	free(S.catalog_text);
-	ptab_free_all();
-}
-
 /* ---- command line --------------------------------------------------------- */
 
 struct cli {
 	char *segdir;
 	char *sep;
-	int tombstones, skip_bad, verify, mt;
+	int tombstones, skip_bad, verify, mt, keep_retired;
 	double timeout;
+	unsigned workers, queue;
 };
 
 #define OPT(t, p) {t, offsetof(struct cli, p), 1}
 static const struct fuse_opt cli_opts[] = {
 	OPT("tombstones", tombstones), OPT("skip_bad", skip_bad),
-	OPT("verify", verify), OPT("mt", mt),
+	OPT("verify", verify), OPT("mt", mt), OPT("keep_retired", keep_retired),
 	{"sep=%s", offsetof(struct cli, sep), 0},
+	{"workers=%u", offsetof(struct cli, workers), 0},
+	{"queue=%u", offsetof(struct cli, queue), 0},
 	{"timeout=%lf", offsetof(struct cli, timeout), 0},
 	FUSE_OPT_END,
 };
@@ -1519,7 +1390,8 @@ static void usage(const char *prog)
 	       "Mounts the segment directory SEGDIR (its catalog of live\n"
 	       "segments) read-only at MOUNTPOINT: segments/NAME/KEY for each\n"
 	       "segment, view/KEY for the newest binding of every key,\n"
-	       "control/catalog. docs/USAGE.md has the whole story.\n\n"
+	       "control/ to merge (echo 'merge all' > control/merge).\n"
+	       "docs/USAGE.md has the whole story.\n\n"
 	       "segfs options:\n"
 	       "    -o tombstones      show tombstones in segments/ as empty\n"
 	       "                       files (xattr user.segfs.tombstone)\n"
@@ -1532,14 +1404,19 @@ static void usage(const char *prog)
 	       "    -o mt              serve requests on several threads\n"
 	       "                       (default: one thread, faster here)\n"
 	       "    -o timeout=SECS    kernel cache timeout for entries and\n"
-	       "                       attributes (default one year)\n\n",
+	       "                       attributes (default one year)\n"
+	       "    -o workers=N       merge jobs run at once (default 2)\n"
+	       "    -o queue=N         jobs that may wait (default 16)\n"
+	       "    -o keep_retired    keep the files of merged-away\n"
+	       "                       segments (default: delete each once\n"
+	       "                       its last reader is gone)\n\n",
 	       prog);
 }
 
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct cli cli = {.timeout = S.timeout};
+	struct cli cli = {.timeout = S.timeout, .workers = 2, .queue = 16};
 	struct fuse_cmdline_opts opts;
 	int ret = 1;
 
@@ -1589,14 +1466,30 @@ int main(int argc, char *argv[])
 		ret = 2;
 		goto out_args;
 	}
+	if (cli.workers < 1 || cli.workers > 64 || cli.queue < 1 ||
+	    cli.queue > 100000) {
+		fprintf(stderr, "segfs: -o workers= takes 1..64 and -o queue= "
+		                "1..100000\n");
+		ret = 2;
+		goto out_args;
+	}
+	/* absolute: fuse_daemonize changes to / */
+	char *abs = realpath(cli.segdir, NULL);
+	if (!abs) {
+		fprintf(stderr, "segfs: %s: %s\n", cli.segdir, strerror(errno));
+		goto out_args;
+	}
+	free(cli.segdir);
+	cli.segdir = abs;
 	S.segdir = cli.segdir;
 	S.tombstones = cli.tombstones;
 	S.skip_bad = cli.skip_bad;
 	S.verify = cli.verify;
+	S.keep_retired = cli.keep_retired;
 	S.timeout = cli.timeout;
-	if (pthread_key_create(&S.tls_key, tls_free) != 0)
-		die("pthread_key_create failed");
-	load();
+	S.workers = cli.workers;
+	S.queue = cli.queue;
+	state_load(); /* exits with a message when a segment is bad */
 
 	/* read-only files and directories, checked by the kernel */
 	fuse_opt_add_arg(&args, "-odefault_permissions");
@@ -1609,6 +1502,16 @@ int main(int argc, char *argv[])
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
 		goto out_signals;
 	fuse_daemonize(opts.foreground);
+	/* threads after the fork of fuse_daemonize */
+	S.se = se;
+	int e = control_start();
+	if (!e)
+		e = state_watch_start();
+	if (e) {
+		fprintf(stderr, "segfs: starting threads: %s\n", strerror(e));
+		ret = -1;
+		goto out_threads;
+	}
 	/* The loops return the number of the signal that ended them (a
 	 * clean unmount) or a negative errno. */
 	if (!cli.mt || opts.singlethread) {
@@ -1620,14 +1523,18 @@ int main(int argc, char *argv[])
 		ret = fuse_session_loop_mt(se, cfg);
 		fuse_loop_cfg_destroy(cfg);
 	}
+out_threads:
 	ret = ret < 0 ? 1 : 0;
+	state_watch_stop();
+	control_stop();
+	S.se = NULL;
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
 	fuse_session_destroy(se);
 out_unload:
-	unload();
+	state_unload();
 out_args:
 	free(opts.mountpoint);
 	free(cli.segdir);

@@ -1,0 +1,1042 @@
+/*
+ * control.c — merges requested through control/merge: parsing (each
+ * request is checked when it is written, and a bad one fails that write
+ * with nothing changed), the bounded job queue and its worker threads,
+ * publication, control/status and control/wait (docs/USAGE.md,
+ * "Control files").
+ */
+#include "segfs.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvseg/merge.h"
+
+#define MAX_REQUEST 4096
+#define MAX_INPUTS 4096
+
+enum job_state { QUEUED, RUNNING, DONE, FAILED, CANCELLED, REJECTED };
+static const char *const state_names[] = {"queued", "running", "done",
+                                          "failed", "cancelled", "rejected"};
+
+typedef struct job {
+	uint64_t id;
+	enum job_state state;
+	char *request;   /* as written (printable) */
+	size_t n;
+	uint32_t *inputs; /* slot ids, oldest first */
+	char **names;
+	char out[KVS_CATALOG_MAX_NAME + 1];
+	kvs_merge_options opt;
+	atomic_uint_fast64_t done, total;
+	atomic_bool cancel;
+	uint64_t bytes_in, bytes_out;
+	struct timespec queued_at, started, ended;
+	char error[256];
+	struct job *next;       /* all jobs, oldest first */
+	struct job *next_queued;
+} job;
+
+typedef struct waiter {
+	fuse_req_t req;
+	uint64_t id;
+	size_t size;
+	off_t off;
+	struct waiter *next;
+} waiter;
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	job *first, *last;
+	job *queue_head, *queue_tail;
+	size_t queued;
+	uint64_t next_id;
+	waiter *waiters;
+	pthread_t *threads;
+	unsigned nthreads;
+	bool stopping;
+} J = {.lock = PTHREAD_MUTEX_INITIALIZER,
+       .wake = PTHREAD_COND_INITIALIZER,
+       .next_id = 1};
+
+static double seconds(const struct timespec *a, const struct timespec *b)
+{
+	return (double)(b->tv_sec - a->tv_sec) +
+	       (double)(b->tv_nsec - a->tv_nsec) * 1e-9;
+}
+
+/* ---- status lines ------------------------------------------------------------ */
+
+typedef struct sbuf {
+	char *p;
+	size_t len, cap;
+	bool failed;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+	for (;;) {
+		va_list ap;
+		va_start(ap, fmt);
+		size_t room = b->cap - b->len;
+		int n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->failed = true;
+			return;
+		}
+		if ((size_t)n < room) {
+			b->len += (size_t)n;
+			return;
+		}
+		size_t cap = (b->cap ? b->cap * 2 : 1024) + (size_t)n;
+		char *p = realloc(b->p, cap);
+		if (!p) {
+			b->failed = true;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+}
+
+/* A JSON string of arbitrary bytes: bytes outside printable ASCII as
+ * \u00XX (so the line stays valid JSON and one line). */
+static void sb_json(sbuf *b, const char *s)
+{
+	sb_printf(b, "\"");
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			sb_printf(b, "\\%c", *p);
+		else if (*p < 0x20 || *p >= 0x7F)
+			sb_printf(b, "\\u%04x", *p);
+		else
+			sb_printf(b, "%c", *p);
+	}
+	sb_printf(b, "\"");
+}
+
+/* Under J.lock. */
+static void job_line(sbuf *b, const job *j)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	sb_printf(b, "{\"id\":%" PRIu64 ",\"state\":\"%s\",\"request\":", j->id,
+	          state_names[j->state]);
+	sb_json(b, j->request);
+	sb_printf(b, ",\"inputs\":[");
+	for (size_t i = 0; i < j->n; i++) {
+		if (i)
+			sb_printf(b, ",");
+		sb_json(b, j->names[i]);
+	}
+	sb_printf(b, "],\"output\":");
+	if (j->out[0])
+		sb_json(b, j->out);
+	else
+		sb_printf(b, "null");
+	double el = 0;
+	if (j->state == RUNNING)
+		el = seconds(&j->started, &now);
+	else if (j->state != QUEUED && j->started.tv_sec)
+		el = seconds(&j->started, &j->ended);
+	sb_printf(b,
+	          ",\"records_done\":%" PRIu64 ",\"records_total\":%" PRIu64
+	          ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64
+	          ",\"elapsed\":%.3f,\"error\":",
+	          (uint64_t)atomic_load(&j->done),
+	          (uint64_t)atomic_load(&j->total), j->bytes_in, j->bytes_out,
+	          el);
+	if (j->error[0])
+		sb_json(b, j->error);
+	else
+		sb_printf(b, "null");
+	sb_printf(b, "}\n");
+}
+
+char *control_status(size_t *len, struct timespec *changed)
+{
+	sbuf b = {0};
+	pthread_mutex_lock(&J.lock);
+	for (job *j = J.first; j; j = j->next)
+		job_line(&b, j);
+	pthread_mutex_unlock(&J.lock);
+	clock_gettime(CLOCK_REALTIME, changed);
+	if (b.failed) {
+		free(b.p);
+		return NULL;
+	}
+	if (!b.p)
+		b.p = calloc(1, 1);
+	*len = b.len;
+	return b.p;
+}
+
+static job *find_job(uint64_t id)
+{
+	for (job *j = J.first; j; j = j->next)
+		if (j->id == id)
+			return j;
+	return NULL;
+}
+
+static bool ended(const job *j) { return j->state >= DONE; }
+
+bool control_job_exists(uint64_t id)
+{
+	pthread_mutex_lock(&J.lock);
+	bool yes = find_job(id) != NULL;
+	pthread_mutex_unlock(&J.lock);
+	return yes;
+}
+
+uint64_t control_wait_size(uint64_t id)
+{
+	uint64_t size = 4096;
+	pthread_mutex_lock(&J.lock);
+	job *j = find_job(id);
+	if (j && ended(j)) {
+		sbuf b = {0};
+		job_line(&b, j);
+		size = b.len;
+		free(b.p);
+	}
+	pthread_mutex_unlock(&J.lock);
+	return size;
+}
+
+/* Under J.lock: the reply to a wait read of ended job j. */
+static void reply_wait(fuse_req_t req, const job *j, size_t size, off_t off)
+{
+	sbuf b = {0};
+	job_line(&b, j);
+	size_t o = (uint64_t)off < b.len ? (size_t)off : b.len;
+	size_t n = b.len - o < size ? b.len - o : size;
+	fuse_reply_buf(req, b.p ? b.p + o : "", n);
+	free(b.p);
+}
+
+static void wait_interrupted(fuse_req_t req, void *data)
+{
+	(void)data;
+	pthread_mutex_lock(&J.lock);
+	for (waiter **w = &J.waiters; *w; w = &(*w)->next)
+		if ((*w)->req == req) {
+			waiter *x = *w;
+			*w = x->next;
+			fuse_reply_err(req, EINTR);
+			free(x);
+			break;
+		}
+	pthread_mutex_unlock(&J.lock);
+}
+
+void control_wait(fuse_req_t req, uint64_t id, size_t size, off_t off)
+{
+	pthread_mutex_lock(&J.lock);
+	job *j = find_job(id);
+	if (!j) {
+		pthread_mutex_unlock(&J.lock);
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (ended(j) || J.stopping) {
+		reply_wait(req, j, size, off);
+		pthread_mutex_unlock(&J.lock);
+		return;
+	}
+	waiter *w = malloc(sizeof *w);
+	if (!w) {
+		pthread_mutex_unlock(&J.lock);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	*w = (waiter){req, id, size, off, J.waiters};
+	J.waiters = w;
+	pthread_mutex_unlock(&J.lock);
+	/* may call wait_interrupted at once, which takes J.lock */
+	fuse_req_interrupt_func(req, wait_interrupted, NULL);
+}
+
+/* Under J.lock: job j ended; answer whoever waits for it. */
+static void end_job(job *j, enum job_state st)
+{
+	j->state = st;
+	clock_gettime(CLOCK_MONOTONIC, &j->ended);
+	pthread_mutex_lock(&S.lock);
+	for (size_t i = 0; i < j->n; i++)
+		slot_get(j->inputs[i])->busy = false;
+	pthread_mutex_unlock(&S.lock);
+	for (waiter **w = &J.waiters; *w;) {
+		if ((*w)->id == j->id) {
+			waiter *x = *w;
+			*w = x->next;
+			reply_wait(x->req, j, x->size, x->off);
+			free(x);
+		} else {
+			w = &(*w)->next;
+		}
+	}
+}
+
+/* ---- requests ------------------------------------------------------------------- */
+
+typedef struct req_error {
+	int err;
+	char msg[256];
+} req_error;
+
+static int fail(req_error *e, int err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+	va_end(ap);
+	e->err = err;
+	return err;
+}
+
+/* A printable copy of a request, at most 200 bytes. */
+static char *printable(const char *s, size_t len)
+{
+	size_t n = len < 200 ? len : 200;
+	char *p = malloc(n + 4);
+	if (!p)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		p[i] = s[i] ? s[i] : '?';
+	strcpy(p + n, len > n ? "..." : "");
+	return p;
+}
+
+/* Records a rejected request (text: printable, owned) in control/status. */
+static void reject(char *text, const req_error *e)
+{
+	job *j = calloc(1, sizeof *j);
+	if (!j || !text) {
+		free(j);
+		free(text);
+		return;
+	}
+	j->request = text;
+	snprintf(j->error, sizeof j->error, "%s", e->msg);
+	pthread_mutex_lock(&J.lock);
+	j->id = J.next_id++;
+	j->state = REJECTED;
+	clock_gettime(CLOCK_MONOTONIC, &j->queued_at);
+	j->ended = j->started = j->queued_at;
+	if (J.last)
+		J.last->next = j;
+	else
+		J.first = j;
+	J.last = j;
+	pthread_mutex_unlock(&J.lock);
+}
+
+static bool name_syntax_ok(const char *s)
+{
+	size_t n = strlen(s);
+	return n > 0 && n <= KVS_CATALOG_MAX_NAME && s[0] != '.' &&
+	       !strchr(s, '/') && strcmp(s, KVS_CATALOG_FILE) != 0 &&
+	       strcmp(s, "CATALOG.lock") != 0;
+}
+
+static void free_job(job *j)
+{
+	if (!j)
+		return;
+	for (size_t i = 0; i < j->n; i++)
+		free(j->names[i]);
+	free(j->names);
+	free(j->inputs);
+	free(j->request);
+	free(j);
+}
+
+static bool output_taken(const char *name)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/%s", S.segdir, name);
+	if (access(path, F_OK) == 0 || errno != ENOENT)
+		return true;
+	for (job *j = J.first; j; j = j->next) /* under J.lock */
+		if (!ended(j) && !strcmp(j->out, name))
+			return true;
+	return false;
+}
+
+/* Parses and checks one merge request against the current snapshot
+ * (tokens in tok[0 .. ntok), tok[0] == "merge"); under J.lock. */
+static int parse_merge(char **tok, size_t ntok, const snap *cur, job *j,
+                       req_error *e)
+{
+	bool all = false, seen_opt[5] = {0};
+	const char *out = NULL;
+	int profile = -1, framing = -1, drop = 0;
+	long restart = 0;
+	size_t *pos = calloc(cur->n ? cur->n : 1, sizeof *pos);
+	bool *chosen = calloc(cur->n ? cur->n : 1, sizeof *chosen);
+	size_t nnames = 0;
+	int rc = 0;
+	if (!pos || !chosen) {
+		rc = fail(e, ENOMEM, "out of memory");
+		goto out;
+	}
+	static const char *const keys[] = {"profile", "framing", "restart",
+	                                   "name", "tombstones"};
+	for (size_t t = 1; t < ntok && !rc; t++) {
+		char *s = tok[t];
+		char *eq = strchr(s, '=');
+		int key = -1;
+		for (int k = 0; eq && k < 5; k++)
+			if ((size_t)(eq - s) == strlen(keys[k]) &&
+			    !strncmp(s, keys[k], (size_t)(eq - s)))
+				key = k;
+		if (key < 0) { /* a segment name, or all */
+			if (!strcmp(s, "all")) {
+				all = true;
+				continue;
+			}
+			if (!name_syntax_ok(s)) {
+				rc = fail(e, EINVAL,
+				          "'%.100s' cannot be a segment name "
+				          "(empty, too long, with '/', or "
+				          "starting with '.')",
+				          s);
+				break;
+			}
+			size_t at = SIZE_MAX;
+			for (size_t i = 0; i < cur->n; i++)
+				if (!strcmp(slot_get(cur->live[i])->name, s))
+					at = i;
+			if (at == SIZE_MAX) {
+				rc = fail(e, ENOENT,
+				          "no live segment is called '%.100s'",
+				          s);
+				break;
+			}
+			if (chosen[at]) {
+				rc = fail(e, EINVAL, "'%.100s' is given twice",
+				          s);
+				break;
+			}
+			chosen[at] = true;
+			nnames++;
+			continue;
+		}
+		const char *v = eq + 1;
+		if (seen_opt[key]) {
+			rc = fail(e, EINVAL, "option %s is given twice",
+			          keys[key]);
+			break;
+		}
+		seen_opt[key] = true;
+		switch (key) {
+		case 0:
+			profile = !strcmp(v, "byte") ? KVS_PROFILE_BYTE
+			          : !strcmp(v, "bit") ? KVS_PROFILE_BIT
+			                              : -1;
+			if (profile < 0)
+				rc = fail(e, EINVAL,
+				          "profile=%.40s: byte or bit", v);
+			break;
+		case 1:
+			framing = !strcmp(v, "typed") ? KVS_FRAMING_TYPED
+			          : !strcmp(v, "raw") ? KVS_FRAMING_RAW
+			                              : -1;
+			if (framing < 0)
+				rc = fail(e, EINVAL,
+				          "framing=%.40s: typed or raw", v);
+			break;
+		case 2: {
+			char *end;
+			errno = 0;
+			restart = strtol(v, &end, 10);
+			if (errno || *end || end == v || restart < 1 ||
+			    restart > KVS_MAX_RESTART_INTERVAL)
+				rc = fail(e, EINVAL,
+				          "restart=%.40s: a number from 1 to "
+				          "%d",
+				          v, KVS_MAX_RESTART_INTERVAL);
+			break;
+		}
+		case 3:
+			if (!name_syntax_ok(v))
+				rc = fail(e, EINVAL,
+				          "name=%.100s cannot be a segment name",
+				          v);
+			out = v;
+			break;
+		case 4:
+			drop = !strcmp(v, "drop") ? 1 : !strcmp(v, "keep") ? 0
+			                                                    : -1;
+			if (drop < 0)
+				rc = fail(e, EINVAL,
+				          "tombstones=%.40s: keep or drop", v);
+			break;
+		}
+	}
+	if (rc)
+		goto out;
+	if (all && nnames) {
+		rc = fail(e, EINVAL, "'all' and segment names together");
+		goto out;
+	}
+	if (!all && !nnames) {
+		rc = fail(e, EINVAL, "merge what? Give 'all' or segment names");
+		goto out;
+	}
+	if (all)
+		for (size_t i = 0; i < cur->n; i++)
+			chosen[i] = true;
+	size_t lo = SIZE_MAX, hi = 0, n = 0;
+	for (size_t i = 0; i < cur->n; i++)
+		if (chosen[i]) {
+			lo = lo < i ? lo : i;
+			hi = i;
+			pos[n++] = i;
+		}
+	if (n == 0) {
+		rc = fail(e, EINVAL, "there are no live segments to merge");
+		goto out;
+	}
+	if (n > MAX_INPUTS) {
+		rc = fail(e, EINVAL, "more than %d inputs", MAX_INPUTS);
+		goto out;
+	}
+	for (size_t i = lo; i <= hi; i++)
+		if (!chosen[i]) {
+			rc = fail(e, EINVAL,
+			          "the inputs must be consecutive in age order, "
+			          "but %.100s lies between them",
+			          slot_get(cur->live[i])->name);
+			goto out;
+		}
+	bool oldest = lo == 0;
+	if (drop && !oldest) {
+		rc = fail(e, EINVAL,
+		          "tombstones=drop needs the oldest live segment (%.100s) "
+		          "among the inputs",
+		          slot_get(cur->live[0])->name);
+		goto out;
+	}
+	/* the output's mode: from the newest input unless given; typed
+	 * unless every input is raw */
+	const slot *newest = slot_get(cur->live[hi]);
+	bool all_raw = true;
+	uint64_t tombstones = 0, seq = 0, bytes = 0;
+	for (size_t k = 0; k < n; k++) {
+		const slot *s = slot_get(cur->live[pos[k]]);
+		all_raw &= s->info.framing == KVS_FRAMING_RAW;
+		tombstones += s->info.tombstones;
+		seq = s->info.sequence > seq ? s->info.sequence : seq;
+		bytes += s->info.file_bytes;
+	}
+	kvs_writer_options *w = &j->opt.output;
+	w->profile = profile >= 0 ? (kvs_profile)profile : newest->info.profile;
+	w->framing = framing >= 0 ? (kvs_framing)framing
+	             : all_raw    ? KVS_FRAMING_RAW
+	                          : KVS_FRAMING_TYPED;
+	w->restart_interval =
+	    restart ? (uint32_t)restart : newest->info.restart_interval;
+	w->sequence = seq;
+	j->opt.drop_tombstones = drop;
+	j->opt.includes_oldest = oldest;
+	if (w->framing == KVS_FRAMING_RAW && tombstones && !drop) {
+		rc = fail(e, EINVAL,
+		          "framing=raw cannot hold the inputs' %" PRIu64
+		          " tombstones (use framing=typed, or tombstones=drop "
+		          "with the oldest segment)",
+		          tombstones);
+		goto out;
+	}
+	for (size_t k = 0; k < n; k++)
+		if (slot_get(cur->live[pos[k]])->busy) {
+			rc = fail(e, EBUSY,
+			          "%.100s is already being merged",
+			          slot_get(cur->live[pos[k]])->name);
+			goto out;
+		}
+	if (out) {
+		if (output_taken(out)) {
+			rc = fail(e, EEXIST, "name=%.100s: the file exists", out);
+			goto out;
+		}
+		snprintf(j->out, sizeof j->out, "%s", out);
+	} else {
+		for (unsigned k = 1; k <= 1000 && !j->out[0]; k++) {
+			char name[64];
+			if (k == 1)
+				snprintf(name, sizeof name, "seg-%" PRIu64 ".kvs",
+				         seq);
+			else
+				snprintf(name, sizeof name,
+				         "seg-%" PRIu64 "-%u.kvs", seq, k);
+			if (!output_taken(name))
+				snprintf(j->out, sizeof j->out, "%s", name);
+		}
+		if (!j->out[0]) {
+			rc = fail(e, EEXIST, "no free output name seg-%" PRIu64
+			                     "[-N].kvs",
+			          seq);
+			goto out;
+		}
+	}
+	j->inputs = calloc(n, sizeof *j->inputs);
+	j->names = calloc(n, sizeof *j->names);
+	if (!j->inputs || !j->names) {
+		rc = fail(e, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t k = 0; k < n; k++) {
+		const slot *s = slot_get(cur->live[pos[k]]);
+		j->inputs[k] = s->id;
+		if (!(j->names[k] = strdup(s->name))) {
+			j->n = k;
+			rc = fail(e, ENOMEM, "out of memory");
+			goto out;
+		}
+	}
+	j->n = n;
+	j->bytes_in = bytes;
+out:
+	free(pos);
+	free(chosen);
+	return rc;
+}
+
+static int parse_cancel(char **tok, size_t ntok, req_error *e)
+{
+	if (ntok != 2)
+		return fail(e, EINVAL, "cancel takes one job id");
+	char *end;
+	errno = 0;
+	unsigned long long id = strtoull(tok[1], &end, 10);
+	if (errno || *end || end == tok[1] || tok[1][0] == '-')
+		return fail(e, EINVAL, "'%.40s' is not a job id", tok[1]);
+	job *j = find_job(id);
+	if (!j || j->state == REJECTED)
+		return fail(e, ENOENT, "no job %llu", id);
+	if (ended(j))
+		return fail(e, EINVAL, "job %llu has already ended (%s)", id,
+		            state_names[j->state]);
+	if (j->state == QUEUED) { /* out of the queue at once */
+		job **q = &J.queue_head;
+		while (*q != j)
+			q = &(*q)->next_queued;
+		*q = j->next_queued;
+		if (J.queue_tail == j) {
+			J.queue_tail = NULL;
+			for (job *x = J.queue_head; x; x = x->next_queued)
+				J.queue_tail = x;
+		}
+		J.queued--;
+		snprintf(j->error, sizeof j->error, "cancelled before it ran");
+		end_job(j, CANCELLED);
+	} else {
+		atomic_store(&j->cancel, true);
+	}
+	return 0;
+}
+
+/* One line: checked, then queued (under J.lock). */
+static int handle_line(char *line, size_t len, req_error *e, job **made)
+{
+	*made = NULL;
+	if (len > MAX_REQUEST)
+		return fail(e, EINVAL, "a request longer than %d bytes",
+		            MAX_REQUEST);
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)line[i];
+		if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7F)
+			return fail(e, EINVAL,
+			            "control byte 0x%02x in the request", c);
+	}
+	char *tok[MAX_INPUTS + 8];
+	size_t ntok = 0;
+	for (char *p = line; *p;) {
+		while (*p == ' ' || *p == '\t' || *p == '\r')
+			*p++ = '\0';
+		if (!*p)
+			break;
+		if (ntok == sizeof tok / sizeof *tok)
+			return fail(e, EINVAL, "too many words");
+		tok[ntok++] = p;
+		while (*p && *p != ' ' && *p != '\t' && *p != '\r')
+			p++;
+	}
+	if (ntok == 0)
+		return fail(e, EINVAL, "an empty request");
+	if (!strcmp(tok[0], "cancel"))
+		return parse_cancel(tok, ntok, e);
+	if (strcmp(tok[0], "merge") != 0)
+		return fail(e, EINVAL,
+		            "unknown request '%.40s' (merge or cancel)", tok[0]);
+	if (J.stopping)
+		return fail(e, ESHUTDOWN, "segfs is unmounting");
+	if (J.queued >= S.queue)
+		return fail(e, EAGAIN, "%zu jobs are queued already (the bound)",
+		            J.queued);
+	job *j = calloc(1, sizeof *j);
+	if (!j)
+		return fail(e, ENOMEM, "out of memory");
+	snap *cur = snap_current();
+	pthread_mutex_lock(&S.lock);
+	int rc = parse_merge(tok, ntok, cur, j, e);
+	if (!rc)
+		for (size_t k = 0; k < j->n; k++)
+			slot_get(j->inputs[k])->busy = true;
+	pthread_mutex_unlock(&S.lock);
+	snap_unref(cur, 1);
+	if (rc) {
+		free_job(j);
+		return rc;
+	}
+	*made = j;
+	return 0;
+}
+
+int control_write(const char *buf, size_t size)
+{
+	/* each line of the write is one request; all are checked before
+	 * any is queued */
+	char *copy = malloc(size + 1);
+	if (!copy)
+		return ENOMEM;
+	memcpy(copy, buf, size);
+	copy[size] = '\0';
+	size_t nl = 0;
+	for (size_t i = 0; i < size; i++)
+		nl += copy[i] == '\n';
+	size_t cap = nl + 1;
+	job **made = calloc(cap, sizeof *made);
+	if (!made) {
+		free(copy);
+		return ENOMEM;
+	}
+	req_error e = {0};
+	size_t nmade = 0;
+	int rc = 0;
+	pthread_mutex_lock(&J.lock);
+	char *p = copy, *end = copy + size;
+	bool any = false;
+	while (p < end || !any) {
+		char *q = memchr(p, '\n', (size_t)(end - p));
+		size_t len = q ? (size_t)(q - p) : (size_t)(end - p);
+		if (!q && len == 0 && any)
+			break; /* the final newline */
+		any = true;
+		char *text = printable(p, len);
+		if (memchr(p, '\0', len))
+			rc = fail(&e, EINVAL, "a NUL byte in the request");
+		else {
+			char save = p[len];
+			p[len] = '\0';
+			rc = handle_line(p, len, &e, &made[nmade]);
+			p[len] = save;
+		}
+		if (rc) {
+			pthread_mutex_unlock(&J.lock);
+			reject(text, &e);
+			pthread_mutex_lock(&J.lock);
+			break;
+		}
+		if (made[nmade]) {
+			made[nmade]->request = text;
+			nmade++;
+		} else {
+			free(text);
+		}
+		p += len + (q ? 1 : 0);
+		if (!q)
+			break;
+	}
+	if (rc) { /* nothing of this write happens */
+		pthread_mutex_lock(&S.lock);
+		for (size_t i = 0; i < nmade; i++)
+			for (size_t k = 0; k < made[i]->n; k++)
+				slot_get(made[i]->inputs[k])->busy = false;
+		pthread_mutex_unlock(&S.lock);
+		for (size_t i = 0; i < nmade; i++)
+			free_job(made[i]);
+	} else {
+		for (size_t i = 0; i < nmade; i++) {
+			job *j = made[i];
+			j->id = J.next_id++;
+			j->state = QUEUED;
+			clock_gettime(CLOCK_MONOTONIC, &j->queued_at);
+			if (J.last)
+				J.last->next = j;
+			else
+				J.first = j;
+			J.last = j;
+			if (J.queue_tail)
+				J.queue_tail->next_queued = j;
+			else
+				J.queue_head = j;
+			J.queue_tail = j;
+			J.queued++;
+		}
+		pthread_cond_broadcast(&J.wake);
+	}
+	pthread_mutex_unlock(&J.lock);
+	free(made);
+	free(copy);
+	return rc;
+}
+
+/* ---- running a job ---------------------------------------------------------------- */
+
+static int progress(void *ctx, uint64_t done, uint64_t total)
+{
+	job *j = ctx;
+	atomic_store(&j->done, done);
+	atomic_store(&j->total, total);
+	return atomic_load(&j->cancel) ? 1 : 0;
+}
+
+static void set_error(job *j, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	pthread_mutex_lock(&J.lock);
+	vsnprintf(j->error, sizeof j->error, fmt, ap);
+	pthread_mutex_unlock(&J.lock);
+	va_end(ap);
+}
+
+/* Publishes j's output in place of its inputs; under S.publish. */
+static int publish(job *j, const char *out_path)
+{
+	kvs_error err = {0};
+	kvs_status st = kvs_catalog_reload(S.cat, &err);
+	if (st != KVS_OK) {
+		set_error(j, "reading the catalog: %s", err.message);
+		return -1;
+	}
+	/* the inputs must still be live, consecutive, the same files */
+	size_t count = kvs_catalog_count(S.cat), at = SIZE_MAX;
+	for (size_t i = 0; i < count; i++)
+		if (!strcmp(kvs_catalog_entry_at(S.cat, i)->name, j->names[0]))
+			at = i;
+	for (size_t k = 0; k < j->n; k++) {
+		const kvs_catalog_entry *e =
+		    at != SIZE_MAX && at + k < count
+		        ? kvs_catalog_entry_at(S.cat, at + k)
+		        : NULL;
+		const slot *s = slot_get(j->inputs[k]);
+		if (!e || strcmp(e->name, s->name) ||
+		    e->header_crc != s->info.header_crc) {
+			set_error(j,
+			          "the catalog changed during the merge: %s is "
+			          "no longer where it was; nothing was published",
+			          s->name);
+			return -1;
+		}
+	}
+	char path[PATH_MAX], link_path[PATH_MAX];
+	size_t linked = 0;
+	if (!S.keep_retired) {
+		/* .NAME.retired keeps each input until its last reader is
+		 * gone, and tells a later mount what to remove if we die
+		 * (state.c, recover_retired) */
+		for (; linked < j->n; linked++) {
+			snprintf(path, sizeof path, "%s/%s", S.segdir,
+			         j->names[linked]);
+			snprintf(link_path, sizeof link_path, "%s/.%s.retired",
+			         S.segdir, j->names[linked]);
+			unlink(link_path);
+			if (link(path, link_path) < 0) {
+				set_error(j, "%s: %s", link_path,
+				          strerror(errno));
+				break;
+			}
+		}
+	}
+	if (!S.keep_retired && linked < j->n)
+		st = KVS_E_IO;
+	else
+		st = kvs_catalog_replace(S.cat, kvs_catalog_generation(S.cat),
+		                         (const char *const *)j->names, j->n,
+		                         j->out, false, &err);
+	if (st != KVS_OK) {
+		if (st != KVS_E_IO || linked == j->n)
+			set_error(j, "publishing: %s", err.message);
+		for (size_t k = 0; k < linked; k++) {
+			snprintf(link_path, sizeof link_path, "%s/.%s.retired",
+			         S.segdir, j->names[k]);
+			unlink(link_path);
+		}
+		return -1;
+	}
+	(void)out_path;
+	if (!S.keep_retired) {
+		pthread_mutex_lock(&S.lock);
+		for (size_t k = 0; k < j->n; k++)
+			slot_get(j->inputs[k])->linked = true;
+		pthread_mutex_unlock(&S.lock);
+		for (size_t k = 0; k < j->n; k++) {
+			snprintf(path, sizeof path, "%s/%s", S.segdir,
+			         j->names[k]);
+			unlink(path);
+		}
+	}
+	if (state_reload_locked(&err) != 0)
+		set_error(j, "published, but not yet served: %s", err.message);
+	return 0;
+}
+
+static void run(job *j)
+{
+	size_t n = j->n;
+	kvs_segment **segs = calloc(n, sizeof *segs);
+	bool ok = segs != NULL;
+	pthread_mutex_lock(&S.lock);
+	for (size_t k = 0; ok && k < n; k++) {
+		slot *s = slot_get(j->inputs[k]);
+		if (!s->seg || s->retired) {
+			ok = false;
+			pthread_mutex_unlock(&S.lock);
+			set_error(j,
+			          "%s was retired by another process before the "
+			          "merge ran",
+			          s->name);
+			pthread_mutex_lock(&S.lock);
+			break;
+		}
+		kvs_segment_ref(s->seg);
+		segs[k] = s->seg;
+	}
+	pthread_mutex_unlock(&S.lock);
+	char out_path[PATH_MAX];
+	snprintf(out_path, sizeof out_path, "%s/%s", S.segdir, j->out);
+	kvs_error err = {0};
+	kvs_merge_options opt = j->opt;
+	opt.progress = progress;
+	opt.progress_ctx = j;
+	kvs_status st = KVS_E_INVAL;
+	if (ok) {
+		st = kvs_merge(segs, n, out_path, &opt, NULL, &err);
+		if (st != KVS_OK && st != KVS_E_CANCELED)
+			set_error(j, "%s", err.message);
+	}
+	for (size_t k = 0; segs && k < n; k++)
+		kvs_segment_unref(segs[k]);
+	free(segs);
+	enum job_state end = ok && st == KVS_OK ? DONE
+	                     : st == KVS_E_CANCELED ? CANCELLED
+	                                            : FAILED;
+	if (end == DONE) {
+		struct stat sb;
+		if (stat(out_path, &sb) == 0)
+			j->bytes_out = (uint64_t)sb.st_size;
+		if (atomic_load(&j->cancel)) {
+			unlink(out_path);
+			end = CANCELLED;
+		} else {
+			pthread_mutex_lock(&S.publish);
+			if (publish(j, out_path) != 0) {
+				end = FAILED;
+				/* unless published after all, nobody's */
+				bool live = false;
+				for (size_t i = 0; i < kvs_catalog_count(S.cat);
+				     i++)
+					live |= !strcmp(
+					    kvs_catalog_entry_at(S.cat, i)->name,
+					    j->out);
+				if (!live)
+					unlink(out_path);
+			}
+			pthread_mutex_unlock(&S.publish);
+		}
+	}
+	if (end == CANCELLED && !j->error[0])
+		set_error(j, "cancelled");
+	pthread_mutex_lock(&J.lock);
+	end_job(j, end);
+	pthread_mutex_unlock(&J.lock);
+}
+
+static void *worker(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&J.lock);
+	for (;;) {
+		while (!J.stopping && !J.queue_head)
+			pthread_cond_wait(&J.wake, &J.lock);
+		if (J.stopping)
+			break;
+		job *j = J.queue_head;
+		J.queue_head = j->next_queued;
+		if (!J.queue_head)
+			J.queue_tail = NULL;
+		J.queued--;
+		j->state = RUNNING;
+		clock_gettime(CLOCK_MONOTONIC, &j->started);
+		pthread_mutex_unlock(&J.lock);
+		run(j);
+		pthread_mutex_lock(&J.lock);
+	}
+	pthread_mutex_unlock(&J.lock);
+	tls_release();
+	return NULL;
+}
+
+int control_start(void)
+{
+	J.threads = calloc(S.workers, sizeof *J.threads);
+	if (!J.threads)
+		return ENOMEM;
+	for (unsigned i = 0; i < S.workers; i++) {
+		int e = pthread_create(&J.threads[i], NULL, worker, NULL);
+		if (e)
+			return e;
+		J.nthreads++;
+	}
+	return 0;
+}
+
+void control_stop(void)
+{
+	pthread_mutex_lock(&J.lock);
+	J.stopping = true;
+	for (job *j = J.first; j; j = j->next)
+		if (j->state == RUNNING)
+			atomic_store(&j->cancel, true);
+	pthread_cond_broadcast(&J.wake);
+	pthread_mutex_unlock(&J.lock);
+	for (unsigned i = 0; i < J.nthreads; i++)
+		pthread_join(J.threads[i], NULL);
+	free(J.threads);
+	J.threads = NULL;
+	J.nthreads = 0;
+	pthread_mutex_lock(&J.lock);
+	for (job *j = J.queue_head; j; j = j->next_queued) {
+		snprintf(j->error, sizeof j->error, "segfs unmounted");
+		end_job(j, CANCELLED);
+	}
+	J.queue_head = J.queue_tail = NULL;
+	J.queued = 0;
+	while (J.waiters) {
+		waiter *w = J.waiters;
+		J.waiters = w->next;
+		fuse_reply_err(w->req, EINTR);
+		free(w);
+	}
+	job *j = J.first;
+	J.first = J.last = NULL;
+	pthread_mutex_unlock(&J.lock);
+	while (j) {
+		job *next = j->next;
+		free_job(j);
+		j = next;
+	}
+}

@@ -1,0 +1,192 @@
+/*
+ * segfs.h — what the parts of the daemon share: the live state (segment
+ * slots and catalog snapshots), the inode numbering, and the control
+ * files' entry points.
+ *
+ * state.c    slots, snapshots, the catalog (load, reload, publication
+ *            callbacks), retirement of merged-away segments, per-thread
+ *            cursors, the directories -o sep makes, the catalog watcher
+ * control.c  control/merge requests, the job queue and its workers,
+ *            control/status and control/wait
+ * segfs.c    the FUSE operations and main()
+ *
+ * Lifetimes. A slot is one opened segment file; slot numbers are never
+ * reused during a mount. A snapshot is one catalog generation: its live
+ * slots, oldest first. Both are counted: a snapshot holds its slots; the
+ * kernel's lookup counts hold the inodes that name them (see ino_kind);
+ * open directories and -o sep directories hold theirs. A snapshot or slot
+ * whose count reaches zero is dead: a dead slot's file is unmapped, and
+ * deleted if a merge retired it. The structures themselves are kept until
+ * unmount (they are small), so a request racing with a death reads stale
+ * but valid memory; that is what keeps the read path free of locks.
+ */
+#ifndef SEGFS_SEGFS_H
+#define SEGFS_SEGFS_H
+
+#define FUSE_USE_VERSION 312
+
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "kvseg/catalog.h"
+#include "kvseg/segment.h"
+#include "view.h"
+
+/* ---- inode numbers ---------------------------------------------------------
+ * bits 63..60 the kind; for keys, bits 59..40 the slot and 39..0 the
+ * record's ordinal in the slot's segment. */
+enum {
+	INO_ROOT = FUSE_ROOT_ID,
+	INO_SEGMENTS = 2,
+	INO_CONTROL = 3,
+	INO_MERGE = 4,  /* control/merge */
+	INO_STATUS = 5, /* control/status */
+	INO_WAITDIR = 6, /* control/wait */
+};
+enum ino_kind {
+	K_FIXED = 0,
+	K_SEGDIR = 1,  /* segments/NAME: the slot */
+	K_SEGKEY = 2,  /* a key of segments/NAME: slot and ordinal */
+	K_VIEWKEY = 3, /* a key of view/: the binding's slot and ordinal */
+	K_PREFIX = 4,  /* a directory of -o sep: its id */
+	K_HINT = 5,    /* d_ino of a directory in a plain listing */
+	K_VIEWDIR = 6, /* view/ of one snapshot: its id */
+	K_CATALOG = 7, /* control/catalog of one snapshot: its id */
+	K_WAIT = 8,    /* control/wait/ID: the job id */
+};
+#define ORD_BITS 40
+#define SLOT_BITS 20
+#define MAX_IDS ((uint64_t)1 << SLOT_BITS) /* slots, snapshots */
+#define ORD_MASK ((UINT64_C(1) << ORD_BITS) - 1)
+
+static inline fuse_ino_t make_ino(enum ino_kind k, uint64_t low)
+{
+	return (fuse_ino_t)((uint64_t)k << 60 | low);
+}
+static inline enum ino_kind ino_kind(fuse_ino_t ino)
+{
+	return (enum ino_kind)(ino >> 60);
+}
+static inline uint64_t ino_low(fuse_ino_t ino)
+{
+	return ino & ((UINT64_C(1) << 60) - 1);
+}
+static inline uint64_t make_pos(uint32_t slot, uint64_t ord)
+{
+	return (uint64_t)slot << ORD_BITS | ord;
+}
+
+/* ---- slots and snapshots ---------------------------------------------------- */
+
+typedef struct slot {
+	uint32_t id;
+	kvs_segment *seg; /* NULL once dead (under S.lock) */
+	char name[KVS_CATALOG_MAX_NAME + 1];
+	kvs_segment_info info;
+	struct stat st;      /* the segment file's */
+	atomic_uint_fast64_t refs;
+	bool retired;        /* no longer live */
+	bool linked;         /* .NAME.retired is ours to delete at death */
+	bool busy;           /* an input of a queued or running job */
+} slot;
+
+typedef struct snap {
+	uint64_t id;
+	uint64_t generation;
+	atomic_uint_fast64_t refs;
+	size_t n;
+	uint32_t *live; /* slot ids, oldest first */
+	char *catalog;  /* control/catalog's text */
+	size_t catalog_len;
+	struct stat st; /* times of the catalog file */
+} snap;
+
+struct segfs_state {
+	/* options */
+	char *segdir;
+	bool tombstones, skip_bad, verify, keep_retired;
+	int sep; /* -1: flat directories */
+	double timeout;
+	unsigned workers, queue;
+	/* live state */
+	pthread_mutex_t lock;  /* slot and snapshot births and deaths */
+	pthread_mutex_t publish; /* catalog changes, one at a time */
+	_Atomic(snap *) current;
+	atomic_uint_fast64_t dead_epoch; /* bumped when a slot dies */
+	kvs_catalog *cat;    /* under publish */
+	struct stat dir_st;  /* SEGDIR's */
+	struct fuse_session *se;
+	pthread_key_t tls_key;
+};
+extern struct segfs_state S;
+
+slot *slot_get(uint64_t id);
+snap *snap_get(uint64_t id);
+void slot_ref(slot *s, uint64_t n);
+void slot_unref(slot *s, uint64_t n);
+void snap_ref(snap *s, uint64_t n);
+void snap_unref(snap *s, uint64_t n);
+/* The current snapshot with a reference the caller drops. */
+snap *snap_current(void);
+
+/* Mount: opens the catalog and every live segment (exits on error). */
+void state_load(void);
+void state_unload(void);
+/*
+ * Reads the newest catalog generation and makes it current (opening new
+ * segments, retiring the rest), then tells the kernel what changed. With
+ * linked, the inputs of the merge just published get their .NAME.retired
+ * link deleted at death (control.c made it). Under S.publish. Returns 0
+ * or an errno (the current snapshot stays) with a message in err.
+ */
+int state_reload_locked(kvs_error *err);
+/* Starts the thread that reloads when another process changes the
+ * catalog (inotify on SEGDIR). */
+int state_watch_start(void);
+void state_watch_stop(void);
+
+/* This thread's cursor on slot s (opened on first use), or NULL. */
+kvs_cursor *slot_cursor(slot *s);
+/* Closes this thread's cursors. */
+void tls_release(void);
+
+/* ---- -o sep directories ------------------------------------------------- */
+
+/* A scope: a slot (segments/NAME) or a snapshot (view/). */
+typedef struct scope {
+	bool view;
+	uint64_t id;
+} scope;
+
+/* The directory (sc, prefix) with its lookup count raised by one; 0 when
+ * out of memory. */
+fuse_ino_t ptab_ref(scope sc, const uint8_t *prefix, size_t plen);
+void ptab_forget(uint64_t id, uint64_t count);
+/* Copies the directory's scope and prefix (malloc'd); ENOENT, ENOMEM. */
+int ptab_get(uint64_t id, scope *sc, uint8_t **prefix, size_t *plen);
+void ptab_free_all(void);
+
+/* ---- control files (control.c) ------------------------------------------- */
+
+int control_start(void);
+void control_stop(void);
+/* A write to control/merge: 0 (all of buf taken) or an errno. */
+int control_write(const char *buf, size_t size);
+/* control/status's text (malloc'd) and the time it last changed. */
+char *control_status(size_t *len, struct timespec *changed);
+/* Is there a job id; its final status line once it has ended. */
+bool control_job_exists(uint64_t id);
+/* Replies to a read of control/wait/ID now if the job has ended, or
+ * when it does (or EINTR when interrupted). */
+void control_wait(fuse_req_t req, uint64_t id, size_t size, off_t off);
+/* control/wait/ID's size: its final line's length once ended, else 4096. */
+uint64_t control_wait_size(uint64_t id);
+
+int kvs_errno(kvs_status st);
+const char *mode_name(kvs_profile p, kvs_framing f);
+
+#endif

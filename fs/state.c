@@ -1,0 +1,740 @@
+/*
+ * state.c — segfs's live state: segment slots, catalog snapshots, their
+ * counts, reloading the catalog, retiring segments, per-thread cursors,
+ * the directories of -o sep, and the catalog watcher (segfs.h).
+ */
+#include "segfs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+struct segfs_state S = {
+    .sep = -1,
+    .timeout = 365.0 * 86400,
+    .workers = 2,
+    .queue = 16,
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .publish = PTHREAD_MUTEX_INITIALIZER,
+};
+
+int kvs_errno(kvs_status st)
+{
+	switch (st) {
+	case KVS_OK: return 0;
+	case KVS_E_NOMEM: return ENOMEM;
+	default: return EIO;
+	}
+}
+
+const char *mode_name(kvs_profile p, kvs_framing f)
+{
+	static const char *const n[2][2] = {{"typed-byte", "raw-byte"},
+	                                    {"typed-bit", "raw-bit"}};
+	return n[p == KVS_PROFILE_BIT][f == KVS_FRAMING_RAW];
+}
+
+/* ---- tables of slots and snapshots ------------------------------------------
+ * Two levels of 1024 pointers, so that readers index them without a lock
+ * while births (under S.lock) add chunks. */
+
+#define CHUNK 1024
+typedef struct ptrtab {
+	_Atomic(void **) chunk[MAX_IDS / CHUNK];
+	uint64_t next; /* under S.lock */
+} ptrtab;
+static ptrtab slots, snaps;
+
+static void *tab_get(ptrtab *t, uint64_t id)
+{
+	if (id >= MAX_IDS)
+		return NULL;
+	void **c = atomic_load_explicit(&t->chunk[id / CHUNK],
+	                                memory_order_acquire);
+	return c ? __atomic_load_n(&c[id % CHUNK], __ATOMIC_ACQUIRE) : NULL;
+}
+
+/* Under S.lock: the next id for p, or UINT64_MAX when full. */
+static uint64_t tab_add(ptrtab *t, void *p)
+{
+	uint64_t id = t->next;
+	if (id >= MAX_IDS)
+		return UINT64_MAX;
+	void **c = atomic_load(&t->chunk[id / CHUNK]);
+	if (!c) {
+		c = calloc(CHUNK, sizeof *c);
+		if (!c)
+			return UINT64_MAX;
+		atomic_store_explicit(&t->chunk[id / CHUNK], c,
+		                      memory_order_release);
+	}
+	__atomic_store_n(&c[id % CHUNK], p, __ATOMIC_RELEASE);
+	t->next = id + 1;
+	return id;
+}
+
+static void tab_free(ptrtab *t, void (*f)(void *))
+{
+	for (uint64_t id = 0; id < t->next; id++)
+		f(tab_get(t, id));
+	for (size_t i = 0; i < MAX_IDS / CHUNK; i++) {
+		free(atomic_load(&t->chunk[i]));
+		atomic_store(&t->chunk[i], NULL);
+	}
+	t->next = 0;
+}
+
+slot *slot_get(uint64_t id) { return tab_get(&slots, id); }
+snap *snap_get(uint64_t id) { return tab_get(&snaps, id); }
+
+/* ---- counts, deaths ----------------------------------------------------------- */
+
+static void path_of(char out[PATH_MAX], const char *name, bool retired)
+{
+	snprintf(out, PATH_MAX, retired ? "%s/.%s.retired" : "%s/%s",
+	         S.segdir, name);
+}
+
+/* Under S.lock: the slot has no reader left. */
+static void slot_die(slot *s)
+{
+	if (!s->seg)
+		return;
+	kvs_segment_unref(s->seg);
+	s->seg = NULL;
+	atomic_fetch_add(&S.dead_epoch, 1);
+	if (s->linked) {
+		char path[PATH_MAX];
+		path_of(path, s->name, true);
+		if (unlink(path) < 0 && errno != ENOENT)
+			fprintf(stderr, "segfs: %s: %s\n", path,
+			        strerror(errno));
+	}
+}
+
+void slot_ref(slot *s, uint64_t n) { atomic_fetch_add(&s->refs, n); }
+
+void slot_unref(slot *s, uint64_t n)
+{
+	if (!s || n == 0)
+		return;
+	if (atomic_fetch_sub(&s->refs, n) == n) {
+		pthread_mutex_lock(&S.lock);
+		if (atomic_load(&s->refs) == 0)
+			slot_die(s);
+		pthread_mutex_unlock(&S.lock);
+	}
+}
+
+void snap_ref(snap *s, uint64_t n) { atomic_fetch_add(&s->refs, n); }
+
+void snap_unref(snap *s, uint64_t n)
+{
+	if (!s || n == 0)
+		return;
+	if (atomic_fetch_sub(&s->refs, n) == n) {
+		/* its slots lose it; the structure stays (segfs.h) */
+		for (size_t i = 0; i < s->n; i++)
+			slot_unref(slot_get(s->live[i]), 1);
+	}
+}
+
+snap *snap_current(void)
+{
+	pthread_mutex_lock(&S.lock);
+	snap *s = atomic_load(&S.current);
+	snap_ref(s, 1);
+	pthread_mutex_unlock(&S.lock);
+	return s;
+}
+
+/* ---- opening segments --------------------------------------------------------- */
+
+/* Opens and checks the catalog entry's segment as a new slot (not yet in
+ * any table). */
+static int slot_open(const kvs_catalog_entry *e, slot **out, kvs_error *err)
+{
+	slot *s = calloc(1, sizeof *s);
+	if (!s)
+		return kvs_error_set(err, KVS_E_NOMEM, "out of memory"), ENOMEM;
+	snprintf(s->name, sizeof s->name, "%s", e->name);
+	char path[PATH_MAX];
+	path_of(path, e->name, false);
+	kvs_status st = kvs_segment_open(&s->seg, path, err);
+	if (st == KVS_OK) {
+		kvs_segment_info_get(s->seg, &s->info);
+		if (s->info.file_bytes != e->size ||
+		    s->info.header_crc != e->header_crc ||
+		    s->info.sequence != e->sequence)
+			st = kvs_error_set(err, KVS_E_CORRUPT,
+			                   "%s: not the segment the catalog "
+			                   "names (its size, header CRC or "
+			                   "sequence differ)",
+			                   path);
+	}
+	if (st == KVS_OK && stat(path, &s->st) < 0)
+		st = kvs_error_set(err, KVS_E_IO, "%s: %s", path,
+		                   strerror(errno));
+	if (st == KVS_OK && S.verify) {
+		kvs_error verr;
+		if (kvs_segment_verify(s->seg, &verr) != KVS_OK)
+			st = kvs_error_set(err, KVS_E_CORRUPT, "%s: %s", path,
+			                   verr.message);
+	}
+	if (st == KVS_OK && s->info.records > ORD_MASK)
+		st = kvs_error_set(err, KVS_E_UNSUPPORTED,
+		                   "%s: more than 2^40 records", path);
+	if (st != KVS_OK) {
+		kvs_segment_unref(s->seg);
+		free(s);
+		return st == KVS_E_NOMEM ? ENOMEM : EIO;
+	}
+	*out = s;
+	return 0;
+}
+
+static char *catalog_text(const kvs_catalog *cat, const uint32_t *live,
+                          size_t n, size_t *len)
+{
+	size_t cap = 256 + n * (KVS_CATALOG_MAX_NAME + 160);
+	char *t = malloc(cap);
+	if (!t)
+		return NULL;
+	size_t l = (size_t)snprintf(
+	    t, cap,
+	    "generation %" PRIu64 "\nsegments %zu\n"
+	    "# name sequence mode restart records tombstones bytes\n",
+	    kvs_catalog_generation(cat), n);
+	for (size_t i = 0; i < n; i++) {
+		const slot *s = slot_get(live[i]);
+		l += (size_t)snprintf(
+		    t + l, cap - l,
+		    "%s %" PRIu64 " %s %" PRIu32 " %" PRIu64 " %" PRIu64
+		    " %" PRIu64 "\n",
+		    s->name, s->info.sequence,
+		    mode_name(s->info.profile, s->info.framing),
+		    s->info.restart_interval, s->info.records,
+		    s->info.tombstones, s->info.file_bytes);
+	}
+	*len = l;
+	return t;
+}
+
+/*
+ * Builds the snapshot of S.cat's generation: its segments are the live
+ * slots of cur with the same name and header CRC, or new slots. With
+ * skip_bad, a segment that fails is left out (and named); otherwise the
+ * build fails. On success *out is registered, with one reference.
+ */
+static int snap_build(const snap *cur, snap **out, kvs_error *err)
+{
+	size_t n = kvs_catalog_count(S.cat);
+	snap *sn = calloc(1, sizeof *sn);
+	slot **fresh = calloc(n ? n : 1, sizeof *fresh);
+	uint32_t *live = calloc(n ? n : 1, sizeof *live);
+	if (!sn || !fresh || !live) {
+		free(sn), free(fresh), free(live);
+		kvs_error_set(err, KVS_E_NOMEM, "out of memory");
+		return ENOMEM;
+	}
+	size_t nlive = 0;
+	int rc = 0;
+	for (size_t i = 0; i < n && !rc; i++) {
+		const kvs_catalog_entry *e = kvs_catalog_entry_at(S.cat, i);
+		bool reused = false;
+		for (size_t k = 0; cur && k < cur->n; k++) {
+			slot *s = slot_get(cur->live[k]);
+			if (!strcmp(s->name, e->name) &&
+			    s->info.header_crc == e->header_crc &&
+			    s->info.file_bytes == e->size) {
+				live[nlive++] = s->id;
+				reused = true;
+				break;
+			}
+		}
+		if (reused)
+			continue;
+		slot *s;
+		kvs_error oerr;
+		rc = slot_open(e, &s, &oerr);
+		if (rc && S.skip_bad) {
+			fprintf(stderr, "segfs: skipping bad segment: %s\n",
+			        oerr.message);
+			rc = 0;
+			continue;
+		}
+		if (rc) {
+			kvs_error_set(err, KVS_E_CORRUPT,
+			              "bad segment: %s%s", oerr.message,
+			              cur ? "" : " (use -o skip_bad to mount "
+			                         "without it)");
+			break;
+		}
+		fresh[i] = s;
+		live[nlive++] = UINT32_MAX; /* numbered below */
+	}
+	char cpath[PATH_MAX];
+	snprintf(cpath, sizeof cpath, "%s/%s", S.segdir, KVS_CATALOG_FILE);
+	if (!rc && stat(cpath, &sn->st) < 0)
+		sn->st = S.dir_st;
+	pthread_mutex_lock(&S.lock);
+	for (size_t i = 0, k = 0; !rc && i < n; i++) {
+		if (!fresh[i])
+			continue;
+		while (live[k] != UINT32_MAX)
+			k++;
+		uint64_t id = tab_add(&slots, fresh[i]);
+		if (id == UINT64_MAX) {
+			rc = ENOSPC;
+			kvs_error_set(err, KVS_E_RANGE,
+			              "more than %" PRIu64 " segments opened "
+			              "during this mount",
+			              MAX_IDS);
+			break;
+		}
+		fresh[i]->id = (uint32_t)id;
+		live[k] = (uint32_t)id;
+		fresh[i] = NULL;
+	}
+	if (!rc) {
+		sn->n = nlive;
+		sn->live = live;
+		sn->generation = kvs_catalog_generation(S.cat);
+		sn->catalog = catalog_text(S.cat, live, nlive, &sn->catalog_len);
+		uint64_t id = sn->catalog ? tab_add(&snaps, sn) : UINT64_MAX;
+		if (id == UINT64_MAX) {
+			rc = ENOMEM;
+			kvs_error_set(err, KVS_E_NOMEM,
+			              "out of memory or catalog generations");
+			free(sn->catalog);
+		} else {
+			sn->id = id;
+			atomic_store(&sn->refs, 1);
+			for (size_t k = 0; k < nlive; k++)
+				slot_ref(slot_get(live[k]), 1);
+		}
+	}
+	pthread_mutex_unlock(&S.lock);
+	for (size_t i = 0; i < n; i++)
+		if (fresh[i]) {
+			kvs_segment_unref(fresh[i]->seg);
+			free(fresh[i]);
+		}
+	free(fresh);
+	if (rc) {
+		free(live);
+		free(sn);
+		return rc;
+	}
+	*out = sn;
+	return 0;
+}
+
+/* Removes what a killed merge publication left: .NAME.retired links, and
+ * NAME itself when the catalog no longer names it (segfs.h). */
+static void recover_retired(void)
+{
+	DIR *d = opendir(S.segdir);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		if (de->d_name[0] != '.' || len < 10 ||
+		    strcmp(de->d_name + len - 8, ".retired") != 0)
+			continue;
+		char name[KVS_CATALOG_MAX_NAME + 1];
+		size_t nlen = len - 9;
+		if (nlen == 0 || nlen > KVS_CATALOG_MAX_NAME)
+			continue;
+		memcpy(name, de->d_name + 1, nlen);
+		name[nlen] = '\0';
+		bool live = false;
+		for (size_t i = 0; i < kvs_catalog_count(S.cat); i++)
+			live |= !strcmp(kvs_catalog_entry_at(S.cat, i)->name,
+			                name);
+		char link[PATH_MAX], orig[PATH_MAX];
+		path_of(link, name, true);
+		path_of(orig, name, false);
+		struct stat a, b;
+		if (!live && lstat(link, &a) == 0 && lstat(orig, &b) == 0 &&
+		    a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+			unlink(orig);
+		unlink(link);
+	}
+	closedir(d);
+}
+
+void state_load(void)
+{
+	kvs_error err;
+	if (kvs_catalog_open_flags(&S.cat, S.segdir, KVS_CATALOG_NO_CHECK,
+	                           &err) != KVS_OK) {
+		fprintf(stderr, "segfs: %s\n", err.message);
+		exit(1);
+	}
+	if (stat(S.segdir, &S.dir_st) < 0) {
+		fprintf(stderr, "segfs: %s: %s\n", S.segdir, strerror(errno));
+		exit(1);
+	}
+	recover_retired();
+	snap *sn;
+	if (snap_build(NULL, &sn, &err) != 0) {
+		fprintf(stderr, "segfs: %s\n", err.message);
+		exit(1);
+	}
+	atomic_store(&S.current, sn);
+}
+
+static void free_slot(void *p)
+{
+	slot *s = p;
+	if (s) {
+		kvs_segment_unref(s->seg);
+		free(s);
+	}
+}
+
+static void free_snap(void *p)
+{
+	snap *s = p;
+	if (s) {
+		free(s->live);
+		free(s->catalog);
+		free(s);
+	}
+}
+
+void state_unload(void)
+{
+	tls_release();
+	ptab_free_all();
+	tab_free(&snaps, free_snap);
+	tab_free(&slots, free_slot);
+	kvs_catalog_close(S.cat);
+	S.cat = NULL;
+}
+
+/* Tells the kernel to forget what it cached of the old snapshot. */
+static void invalidate(const snap *old, const snap *now)
+{
+	struct fuse_session *se = S.se;
+	if (!se)
+		return;
+	fuse_lowlevel_notify_inval_entry(se, INO_ROOT, "view", 4);
+	fuse_lowlevel_notify_inval_entry(se, INO_CONTROL, "catalog", 7);
+	fuse_lowlevel_notify_inval_inode(se, INO_SEGMENTS, 0, 0);
+	for (size_t i = 0; old && i < old->n; i++) {
+		bool gone = true;
+		for (size_t k = 0; k < now->n; k++)
+			gone &= now->live[k] != old->live[i];
+		if (gone) {
+			const char *name = slot_get(old->live[i])->name;
+			fuse_lowlevel_notify_inval_entry(se, INO_SEGMENTS, name,
+			                                 strlen(name));
+		}
+	}
+}
+
+int state_reload_locked(kvs_error *err)
+{
+	kvs_status st = kvs_catalog_reload(S.cat, err);
+	if (st != KVS_OK)
+		return kvs_errno(st);
+	snap *old = atomic_load(&S.current);
+	if (old->generation == kvs_catalog_generation(S.cat))
+		return 0;
+	snap *now;
+	int rc = snap_build(old, &now, err);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&S.lock);
+	for (size_t i = 0; i < old->n; i++) {
+		bool gone = true;
+		for (size_t k = 0; k < now->n; k++)
+			gone &= now->live[k] != old->live[i];
+		if (gone)
+			slot_get(old->live[i])->retired = true;
+	}
+	atomic_store(&S.current, now);
+	pthread_mutex_unlock(&S.lock);
+	invalidate(old, now);
+	snap_unref(old, 1); /* it is no longer current */
+	return 0;
+}
+
+/* ---- the catalog watcher -------------------------------------------------------- */
+
+static struct {
+	pthread_t thread;
+	int inotify, stop[2];
+	bool running;
+} W = {.inotify = -1, .stop = {-1, -1}};
+
+static void *watch_main(void *arg)
+{
+	(void)arg;
+	char buf[4096] __attribute__((aligned(8)));
+	struct pollfd p[2] = {{W.inotify, POLLIN, 0}, {W.stop[0], POLLIN, 0}};
+	for (;;) {
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[1].revents)
+			break;
+		ssize_t n = read(W.inotify, buf, sizeof buf);
+		bool catalog = false;
+		for (ssize_t o = 0; o < n;) {
+			const struct inotify_event *e = (void *)(buf + o);
+			if (e->len && !strcmp(e->name, KVS_CATALOG_FILE))
+				catalog = true;
+			o += (ssize_t)(sizeof *e + e->len);
+		}
+		if (!catalog)
+			continue;
+		kvs_error err;
+		pthread_mutex_lock(&S.publish);
+		if (state_reload_locked(&err) != 0)
+			fprintf(stderr,
+			        "segfs: the catalog changed but cannot be "
+			        "served: %s\n",
+			        err.message);
+		pthread_mutex_unlock(&S.publish);
+	}
+	return NULL;
+}
+
+int state_watch_start(void)
+{
+	W.inotify = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (W.inotify < 0)
+		return errno;
+	if (inotify_add_watch(W.inotify, S.segdir,
+	                      IN_MOVED_TO | IN_CLOSE_WRITE) < 0 ||
+	    pipe2(W.stop, O_CLOEXEC) < 0) {
+		int e = errno;
+		close(W.inotify);
+		W.inotify = -1;
+		return e;
+	}
+	int e = pthread_create(&W.thread, NULL, watch_main, NULL);
+	W.running = e == 0;
+	return e;
+}
+
+void state_watch_stop(void)
+{
+	if (W.running) {
+		(void)!write(W.stop[1], "x", 1);
+		pthread_join(W.thread, NULL);
+		W.running = false;
+	}
+	for (int i = 0; i < 2; i++)
+		if (W.stop[i] >= 0)
+			close(W.stop[i]);
+	if (W.inotify >= 0)
+		close(W.inotify);
+	W.inotify = W.stop[0] = W.stop[1] = -1;
+}
+
+/* ---- per-thread cursors ---------------------------------------------------------- */
+
+typedef struct tls_cursors {
+	size_t cap;
+	kvs_cursor **cur; /* by slot id */
+	uint64_t epoch;   /* S.dead_epoch when last swept */
+} tls_cursors;
+
+static void tls_free(void *p)
+{
+	tls_cursors *t = p;
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->cap; i++)
+		kvs_cursor_close(t->cur[i]);
+	free(t->cur);
+	free(t);
+}
+
+void tls_release(void)
+{
+	tls_free(pthread_getspecific(S.tls_key));
+	pthread_setspecific(S.tls_key, NULL);
+}
+
+kvs_cursor *slot_cursor(slot *s)
+{
+	if (!s)
+		return NULL;
+	tls_cursors *t = pthread_getspecific(S.tls_key);
+	if (!t) {
+		if (!(t = calloc(1, sizeof *t)))
+			return NULL;
+		pthread_setspecific(S.tls_key, t);
+	}
+	uint64_t epoch = atomic_load(&S.dead_epoch);
+	if (t->epoch != epoch) { /* close the cursors of dead slots */
+		pthread_mutex_lock(&S.lock);
+		for (size_t i = 0; i < t->cap; i++)
+			if (t->cur[i] && !slot_get(i)->seg) {
+				kvs_cursor_close(t->cur[i]);
+				t->cur[i] = NULL;
+			}
+		pthread_mutex_unlock(&S.lock);
+		t->epoch = epoch;
+	}
+	if (s->id < t->cap && t->cur[s->id])
+		return t->cur[s->id];
+	if (s->id >= t->cap) {
+		size_t cap = t->cap ? t->cap : 16;
+		while (cap <= s->id)
+			cap *= 2;
+		kvs_cursor **c = realloc(t->cur, cap * sizeof *c);
+		if (!c)
+			return NULL;
+		memset(c + t->cap, 0, (cap - t->cap) * sizeof *c);
+		t->cur = c;
+		t->cap = cap;
+	}
+	pthread_mutex_lock(&S.lock);
+	if (s->seg && kvs_cursor_open(&t->cur[s->id], s->seg) != KVS_OK)
+		t->cur[s->id] = NULL;
+	pthread_mutex_unlock(&S.lock);
+	return t->cur[s->id];
+}
+
+/* ---- -o sep directories ------------------------------------------------------------ */
+
+typedef struct pnode {
+	uint64_t id;
+	uint64_t nlookup;
+	scope sc;
+	size_t plen;
+	struct pnode *next_key, *next_id;
+	uint8_t prefix[];
+} pnode;
+
+#define PTAB_SIZE 4096
+static struct {
+	pthread_mutex_t lock;
+	pnode *by_key[PTAB_SIZE], *by_id[PTAB_SIZE];
+	uint64_t next_id;
+} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .next_id = 1};
+
+static size_t ptab_hash(scope sc, const uint8_t *p, size_t n)
+{
+	uint64_t h = 1469598103934665603u ^ (sc.id * 2 + sc.view);
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 1099511628211u;
+	return (size_t)(h % PTAB_SIZE);
+}
+
+static void scope_ref(scope sc, int64_t d)
+{
+	if (sc.view)
+		d > 0 ? snap_ref(snap_get(sc.id), 1)
+		      : snap_unref(snap_get(sc.id), 1);
+	else
+		d > 0 ? slot_ref(slot_get(sc.id), 1)
+		      : slot_unref(slot_get(sc.id), 1);
+}
+
+fuse_ino_t ptab_ref(scope sc, const uint8_t *prefix, size_t plen)
+{
+	size_t h = ptab_hash(sc, prefix, plen);
+	pthread_mutex_lock(&P.lock);
+	pnode *n = P.by_key[h];
+	while (n && !(n->sc.view == sc.view && n->sc.id == sc.id &&
+	              n->plen == plen && memcmp(n->prefix, prefix, plen) == 0))
+		n = n->next_key;
+	if (!n && (n = malloc(sizeof *n + plen))) {
+		n->id = P.next_id++;
+		n->nlookup = 0;
+		n->sc = sc;
+		n->plen = plen;
+		memcpy(n->prefix, prefix, plen);
+		n->next_key = P.by_key[h];
+		P.by_key[h] = n;
+		n->next_id = P.by_id[n->id % PTAB_SIZE];
+		P.by_id[n->id % PTAB_SIZE] = n;
+		scope_ref(sc, 1); /* the directory holds its scope */
+	}
+	fuse_ino_t ino = 0;
+	if (n) {
+		n->nlookup++;
+		ino = make_ino(K_PREFIX, n->id);
+	}
+	pthread_mutex_unlock(&P.lock);
+	return ino;
+}
+
+void ptab_forget(uint64_t id, uint64_t count)
+{
+	pthread_mutex_lock(&P.lock);
+	pnode **pp = &P.by_id[id % PTAB_SIZE];
+	while (*pp && (*pp)->id != id)
+		pp = &(*pp)->next_id;
+	pnode *n = *pp;
+	if (n && (n->nlookup = n->nlookup > count ? n->nlookup - count : 0) == 0) {
+		*pp = n->next_id;
+		pnode **kp = &P.by_key[ptab_hash(n->sc, n->prefix, n->plen)];
+		while (*kp != n)
+			kp = &(*kp)->next_key;
+		*kp = n->next_key;
+	} else {
+		n = NULL;
+	}
+	pthread_mutex_unlock(&P.lock);
+	if (n) {
+		scope_ref(n->sc, -1);
+		free(n);
+	}
+}
+
+int ptab_get(uint64_t id, scope *sc, uint8_t **prefix, size_t *plen)
+{
+	int err = ENOENT;
+	pthread_mutex_lock(&P.lock);
+	pnode *n = P.by_id[id % PTAB_SIZE];
+	while (n && n->id != id)
+		n = n->next_id;
+	if (n && (*prefix = malloc(n->plen ? n->plen : 1))) {
+		memcpy(*prefix, n->prefix, n->plen);
+		*plen = n->plen;
+		*sc = n->sc;
+		err = 0;
+	} else if (n) {
+		err = ENOMEM;
+	}
+	pthread_mutex_unlock(&P.lock);
+	return err;
+}
+
+void ptab_free_all(void)
+{
+	for (size_t i = 0; i < PTAB_SIZE; i++) {
+		pnode *n = P.by_id[i];
+		while (n) {
+			pnode *next = n->next_id;
+			free(n);
+			n = next;
+		}
+		P.by_id[i] = P.by_key[i] = NULL;
+	}
+}
+
+__attribute__((constructor)) static void tls_key_init(void)
+{
+	pthread_key_create(&S.tls_key, tls_free);
+}
