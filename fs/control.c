@@ -8,6 +8,7 @@
 #include "segfs.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -162,22 +163,97 @@ static void job_line(sbuf *b, const job *j)
 	sb_printf(b, "}\n");
 }
 
-char *control_status(size_t *len, struct timespec *changed)
+/* control/status is read through the kernel's page cache, so that what one
+ * reader sees must not change under it: each lookup of the name takes a
+ * new text under a new inode (entry timeout 0), kept while the kernel
+ * holds that inode. */
+typedef struct status_text {
+	uint64_t id;
+	uint64_t refs;
+	char *text;
+	size_t len;
+	struct timespec when;
+	struct status_text *next;
+} status_text;
+
+static struct {
+	status_text *list;
+	uint64_t next_id;
+} T = {NULL, 1};
+
+uint64_t control_status_take(void)
 {
 	sbuf b = {0};
+	status_text *t = calloc(1, sizeof *t);
 	pthread_mutex_lock(&J.lock);
 	for (job *j = J.first; j; j = j->next)
 		job_line(&b, j);
-	pthread_mutex_unlock(&J.lock);
-	clock_gettime(CLOCK_REALTIME, changed);
-	if (b.failed) {
-		free(b.p);
-		return NULL;
+	if (t && !b.failed) {
+		t->id = T.next_id++;
+		t->text = b.p ? b.p : calloc(1, 1);
+		t->len = b.len;
+		clock_gettime(CLOCK_REALTIME, &t->when);
+		t->next = T.list;
+		T.list = t;
+		b.p = NULL;
+	} else {
+		free(t);
+		t = NULL;
 	}
-	if (!b.p)
-		b.p = calloc(1, 1);
-	*len = b.len;
-	return b.p;
+	pthread_mutex_unlock(&J.lock);
+	free(b.p);
+	return t ? t->id : 0;
+}
+
+static status_text *find_text(uint64_t id)
+{
+	for (status_text *t = T.list; t; t = t->next)
+		if (t->id == id)
+			return t;
+	return NULL;
+}
+
+char *control_status_get(uint64_t id, size_t *len, struct timespec *when)
+{
+	char *copy = NULL;
+	pthread_mutex_lock(&J.lock);
+	status_text *t = find_text(id);
+	if (t && (copy = malloc(t->len + 1))) {
+		memcpy(copy, t->text, t->len);
+		*len = t->len;
+		*when = t->when;
+	}
+	pthread_mutex_unlock(&J.lock);
+	return copy;
+}
+
+void control_status_ref(uint64_t id, uint64_t n, bool up)
+{
+	pthread_mutex_lock(&J.lock);
+	for (status_text **p = &T.list; *p; p = &(*p)->next) {
+		status_text *t = *p;
+		if (t->id != id)
+			continue;
+		if (up) {
+			t->refs += n;
+		} else if ((t->refs = t->refs > n ? t->refs - n : 0) == 0) {
+			*p = t->next;
+			free(t->text);
+			free(t);
+		}
+		break;
+	}
+	pthread_mutex_unlock(&J.lock);
+}
+
+static void status_free_all(void)
+{
+	while (T.list) {
+		status_text *t = T.list;
+		T.list = t->next;
+		free(t->text);
+		free(t);
+	}
 }
 
 static job *find_job(uint64_t id)
@@ -648,7 +724,8 @@ static int parse_cancel(char **tok, size_t ntok, req_error *e)
 }
 
 /* One line: checked, then queued (under J.lock). */
-static int handle_line(char *line, size_t len, req_error *e, job **made)
+static int handle_line(char *line, size_t len, size_t pending, req_error *e,
+                       job **made)
 {
 	*made = NULL;
 	if (len > MAX_REQUEST)
@@ -682,15 +759,15 @@ static int handle_line(char *line, size_t len, req_error *e, job **made)
 		            "unknown request '%.40s' (merge or cancel)", tok[0]);
 	if (J.stopping)
 		return fail(e, ESHUTDOWN, "segfs is unmounting");
-	if (J.queued >= S.queue)
-		return fail(e, EAGAIN, "%zu jobs are queued already (the bound)",
-		            J.queued);
 	job *j = calloc(1, sizeof *j);
 	if (!j)
 		return fail(e, ENOMEM, "out of memory");
 	snap *cur = snap_current();
 	pthread_mutex_lock(&S.lock);
 	int rc = parse_merge(tok, ntok, cur, j, e);
+	if (!rc && J.queued + pending >= S.queue)
+		rc = fail(e, EAGAIN, "%zu jobs are queued already (the bound)",
+		          J.queued + pending);
 	if (!rc)
 		for (size_t k = 0; k < j->n; k++)
 			slot_get(j->inputs[k])->busy = true;
@@ -740,7 +817,7 @@ int control_write(const char *buf, size_t size)
 		else {
 			char save = p[len];
 			p[len] = '\0';
-			rc = handle_line(p, len, &e, &made[nmade]);
+			rc = handle_line(p, len, nmade, &e, &made[nmade]);
 			p[len] = save;
 		}
 		if (rc) {
@@ -916,8 +993,21 @@ static void run(job *j)
 		segs[k] = s->seg;
 	}
 	pthread_mutex_unlock(&S.lock);
-	char out_path[PATH_MAX];
+	char out_path[PATH_MAX], mark[PATH_MAX];
 	snprintf(out_path, sizeof out_path, "%s/%s", S.segdir, j->out);
+	/* .OUT.merging tells a later mount to remove OUT should we die
+	 * before it is published (state.c, recover_marks) */
+	snprintf(mark, sizeof mark, "%s/.%s.merging", S.segdir, j->out);
+	if (ok) {
+		int fd = open(mark, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+		              0644);
+		if (fd < 0) {
+			set_error(j, "%s: %s", mark, strerror(errno));
+			ok = false;
+		} else {
+			close(fd);
+		}
+	}
 	kvs_error err = {0};
 	kvs_merge_options opt = j->opt;
 	opt.progress = progress;
@@ -958,6 +1048,7 @@ static void run(job *j)
 			pthread_mutex_unlock(&S.publish);
 		}
 	}
+	unlink(mark);
 	if (end == CANCELLED && !j->error[0])
 		set_error(j, "cancelled");
 	pthread_mutex_lock(&J.lock);
@@ -1033,6 +1124,7 @@ void control_stop(void)
 	}
 	job *j = J.first;
 	J.first = J.last = NULL;
+	status_free_all();
 	pthread_mutex_unlock(&J.lock);
 	while (j) {
 		job *next = j->next;

@@ -67,6 +67,9 @@ static void ino_ref(fuse_ino_t ino, uint64_t n, bool up)
 		if (!up)
 			ptab_forget(low, n);
 		break; /* ptab_ref counted it */
+	case K_STATUS:
+		control_status_ref(low, n, up);
+		break;
 	default:
 		break;
 	}
@@ -308,7 +311,7 @@ static int key_attr(fuse_ino_t ino, struct stat *st, kvs_cursor **cur)
  * for ever (the timeout), the control files never. */
 static double attr_timeout(fuse_ino_t ino)
 {
-	if (ino == INO_MERGE || ino == INO_STATUS || ino_kind(ino) == K_WAIT)
+	if (ino == INO_MERGE || ino_kind(ino) == K_WAIT)
 		return 0;
 	return S.timeout;
 }
@@ -331,19 +334,19 @@ static int do_getattr(fuse_ino_t ino, struct stat *st)
 		case INO_MERGE:
 			file_stat(st, ino, &S.dir_st, 0, 0200);
 			return 0;
-		case INO_STATUS: {
-			size_t len;
-			struct timespec t;
-			char *text = control_status(&len, &t);
-			if (!text)
-				return ENOMEM;
-			free(text);
-			file_stat(st, ino, &S.dir_st, len, 0444);
-			st->st_mtim = st->st_ctim = t;
-			return 0;
-		}
 		}
 		return ENOENT;
+	case K_STATUS: {
+		size_t len;
+		struct timespec t;
+		char *text = control_status_get(low, &len, &t);
+		if (!text)
+			return ENOENT;
+		free(text);
+		file_stat(st, ino, &S.dir_st, len, 0444);
+		st->st_mtim = st->st_ctim = t;
+		return 0;
+	}
 	case K_VIEWDIR: {
 		snap *sn = snap_get(low);
 		if (!sn)
@@ -539,7 +542,21 @@ static void lookup_control(fuse_req_t req, const char *name)
 	} else if (!strcmp(name, "merge")) {
 		reply_ino(req, INO_MERGE);
 	} else if (!strcmp(name, "status")) {
-		reply_ino(req, INO_STATUS);
+		/* a new text each time: the entry is not cached */
+		uint64_t id = control_status_take();
+		struct stat st;
+		if (!id || do_getattr(make_ino(K_STATUS, id), &st) != 0) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		struct fuse_entry_param e;
+		memset(&e, 0, sizeof e);
+		e.ino = st.st_ino;
+		e.attr = st;
+		e.attr_timeout = S.timeout;
+		ino_ref(e.ino, 1, true);
+		if (fuse_reply_entry(req, &e) != 0)
+			ino_ref(e.ino, 1, false);
 	} else if (!strcmp(name, "wait")) {
 		reply_ino(req, INO_WAITDIR);
 	} else {
@@ -713,18 +730,18 @@ static void segfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	case K_WAIT:
 		control_wait(req, ino_low(ino), size, off);
 		return;
+	case K_STATUS: {
+		size_t len;
+		struct timespec t;
+		char *text = control_status_get(ino_low(ino), &len, &t);
+		if (!text)
+			fuse_reply_err(req, ENOENT);
+		else
+			reply_slice(req, text, len, size, off);
+		free(text);
+		return;
+	}
 	case K_FIXED:
-		if (ino == INO_STATUS) {
-			size_t len;
-			struct timespec t;
-			char *text = control_status(&len, &t);
-			if (!text)
-				fuse_reply_err(req, ENOMEM);
-			else
-				reply_slice(req, text, len, size, off);
-			free(text);
-			return;
-		}
 		fuse_reply_err(req, ino == INO_MERGE ? EBADF : EISDIR);
 		return;
 	case K_SEGDIR:
@@ -798,7 +815,7 @@ static void segfs_opendir(fuse_req_t req, fuse_ino_t ino,
 {
 	fi->fh = 0;
 	if (ino_kind(ino) == K_FIXED) {
-		if (ino == INO_MERGE || ino == INO_STATUS) {
+		if (ino == INO_MERGE) {
 			fuse_reply_err(req, ENOTDIR);
 			return;
 		}
@@ -957,7 +974,10 @@ static void fixed_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	} else if (ino == INO_CONTROL) {
 		names[0] = "catalog", inos[0] = make_ino(K_CATALOG, cur->id);
 		names[1] = "merge", inos[1] = INO_MERGE;
-		names[2] = "status", inos[2] = INO_STATUS;
+		/* control/status gets a text only when listed with
+		 * attributes (which the kernel then holds) */
+		names[2] = "status",
+		inos[2] = make_ino(K_STATUS, plus ? control_status_take() : 0);
 		names[3] = "wait", inos[3] = INO_WAITDIR;
 		n = 4;
 	} else if (ino == INO_SEGMENTS) {
@@ -982,7 +1002,9 @@ static void fixed_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		else
 			name = names[i - 2], child = inos[i - 2];
 		struct stat st;
-		if (do_getattr(child, &st) != 0)
+		if (child == make_ino(K_STATUS, 0))
+			file_stat(&st, child, &S.dir_st, 0, 0444);
+		else if (do_getattr(child, &st) != 0)
 			continue;
 		size_t got = add_entry(req, plus, buf + used, size - used,
 		                       name, &st, (off_t)i + 1, NULL, 0,

@@ -44,7 +44,6 @@ enum {
 	INO_SEGMENTS = 2,
 	INO_CONTROL = 3,
 	INO_MERGE = 4,  /* control/merge */
-	INO_STATUS = 5, /* control/status */
 	INO_WAITDIR = 6, /* control/wait */
 };
 enum ino_kind {
@@ -57,6 +56,7 @@ enum ino_kind {
 	K_VIEWDIR = 6, /* view/ of one snapshot: its id */
 	K_CATALOG = 7, /* control/catalog of one snapshot: its id */
 	K_WAIT = 8,    /* control/wait/ID: the job id */
+	K_STATUS = 9,  /* control/status as one lookup saw it: its text id */
 };
 #define ORD_BITS 40
 #define SLOT_BITS 20
@@ -176,8 +176,11 @@ int control_start(void);
 void control_stop(void);
 /* A write to control/merge: 0 (all of buf taken) or an errno. */
 int control_write(const char *buf, size_t size);
-/* control/status's text (malloc'd) and the time it last changed. */
-char *control_status(size_t *len, struct timespec *changed);
+/* control/status: takes the text as it is now, under a new id (0 when
+ * out of memory); a copy of text id; its count of kernel references. */
+uint64_t control_status_take(void);
+char *control_status_get(uint64_t id, size_t *len, struct timespec *when);
+void control_status_ref(uint64_t id, uint64_t n, bool up);
 /* Is there a job id; its final status line once it has ended. */
 bool control_job_exists(uint64_t id);
 /* Replies to a read of control/wait/ID now if the job has ended, or

@@ -339,9 +339,11 @@ static int snap_build(const snap *cur, snap **out, kvs_error *err)
 	return 0;
 }
 
-/* Removes what a killed merge publication left: .NAME.retired links, and
- * NAME itself when the catalog no longer names it (segfs.h). */
-static void recover_retired(void)
+/* Removes what a killed merge left (control.c): .NAME.retired, a link to
+ * an input being retired, and .NAME.merging, the mark of an output being
+ * made; NAME itself goes too when the catalog does not name it (for a
+ * link, only if it is still the same file). */
+static void recover_marks(void)
 {
 	DIR *d = opendir(S.segdir);
 	if (!d)
@@ -349,8 +351,11 @@ static void recover_retired(void)
 	struct dirent *de;
 	while ((de = readdir(d))) {
 		size_t len = strlen(de->d_name);
-		if (de->d_name[0] != '.' || len < 10 ||
-		    strcmp(de->d_name + len - 8, ".retired") != 0)
+		bool retired = len > 9 && !strcmp(de->d_name + len - 8,
+		                                  ".retired");
+		bool merging = len > 9 && !strcmp(de->d_name + len - 8,
+		                                  ".merging");
+		if (de->d_name[0] != '.' || !(retired || merging))
 			continue;
 		char name[KVS_CATALOG_MAX_NAME + 1];
 		size_t nlen = len - 9;
@@ -362,14 +367,15 @@ static void recover_retired(void)
 		for (size_t i = 0; i < kvs_catalog_count(S.cat); i++)
 			live |= !strcmp(kvs_catalog_entry_at(S.cat, i)->name,
 			                name);
-		char link[PATH_MAX], orig[PATH_MAX];
-		path_of(link, name, true);
+		char mark[PATH_MAX], orig[PATH_MAX];
+		snprintf(mark, sizeof mark, "%s/%s", S.segdir, de->d_name);
 		path_of(orig, name, false);
 		struct stat a, b;
-		if (!live && lstat(link, &a) == 0 && lstat(orig, &b) == 0 &&
-		    a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+		if (!live && lstat(orig, &b) == 0 &&
+		    (merging || (lstat(mark, &a) == 0 && a.st_ino == b.st_ino &&
+		                 a.st_dev == b.st_dev)))
 			unlink(orig);
-		unlink(link);
+		unlink(mark);
 	}
 	closedir(d);
 }
@@ -386,7 +392,7 @@ void state_load(void)
 		fprintf(stderr, "segfs: %s: %s\n", S.segdir, strerror(errno));
 		exit(1);
 	}
-	recover_retired();
+	recover_marks();
 	snap *sn;
 	if (snap_build(NULL, &sn, &err) != 0) {
 		fprintf(stderr, "segfs: %s\n", err.message);
@@ -399,6 +405,12 @@ static void free_slot(void *p)
 {
 	slot *s = p;
 	if (s) {
+		if (s->seg && s->retired && s->linked) {
+			/* nobody reads it after unmount */
+			char path[PATH_MAX];
+			path_of(path, s->name, true);
+			unlink(path);
+		}
 		kvs_segment_unref(s->seg);
 		free(s);
 	}

@@ -651,13 +651,327 @@ def test_signals(tmp):
     check(r.returncode == 2 and b"sep" in r.stderr, "bad sep option")
 
 
+# ---- control files (merges) ----------------------------------------------------
+
+def request(m, line):
+    """Writes one request to control/merge: 0 or the errno."""
+    fd = os.open(m.path("control", "merge"), os.O_WRONLY)
+    try:
+        os.write(fd, line)
+        return 0
+    except OSError as e:
+        return e.errno
+    finally:
+        os.close(fd)
+
+
+def status(m):
+    return [json.loads(l) for l in read(m.path("control", "status")).splitlines()]
+
+
+def wait(m, job):
+    return json.loads(read(m.path("control", "wait", str(job))))
+
+
+def dir_state(d):
+    """What must not change: the names in the directory and the catalog."""
+    return sorted(os.listdir(d)), read(os.path.join(d, "CATALOG"))
+
+
+def stack(d, nseg, nkeys, rng, framing="typed", profile="byte", seq0=1):
+    """nseg segments of overlapping keys (with tombstones when typed);
+    returns the newest-wins view as a dict."""
+    view = {}
+    keys = [b"k/%07d" % i for i in range(nkeys)]
+    for s in range(nseg):
+        recs = {}
+        for k in rng.sample(keys, nkeys // 2):
+            if framing == "typed" and rng.random() < 0.1:
+                recs[k] = None
+            else:
+                recs[k] = b"%d:" % s + rng.randbytes(rng.randint(0, 24))
+        build(os.path.join(d, "s%d.seg" % s),
+              [(k, len(k) * 8, v) for k, v in sorted(recs.items())],
+              profile, framing, seq=seq0 + s)
+        view.update(recs)
+    return view
+
+
+def check_clean(d, what):
+    """Every file is named by the catalog (or is the catalog), and every
+    named segment verifies."""
+    cat = subprocess.run([KVSEG, "catalog", d, "list"], capture_output=True)
+    check(cat.returncode == 0, "%s: kvseg catalog list: %s" % (what, cat.stderr))
+    names = set()
+    for line in cat.stdout.decode().splitlines():
+        parts = line.split()
+        if parts and not line.startswith(("#", "generation")):
+            names.add(parts[0])
+    extra = set(os.listdir(d)) - names - {"CATALOG", "CATALOG.lock"}
+    check(not extra, "%s: files the catalog does not name: %r" % (what, extra))
+    for n in names:
+        r = subprocess.run([KVSEG, "verify", os.path.join(d, n)], capture_output=True)
+        check(r.returncode == 0, "%s: %s verifies: %s" % (what, n, r.stderr))
+    return names
+
+
+def view_ok(m, view, what):
+    want = sorted(k for k, v in view.items() if v is not None)
+    got = sorted(os.listdir(m.path("view")))
+    check(got == [name_of(k, len(k) * 8) for k in want], "%s: view/ listing" % what)
+    for k in random.Random(1).sample(want, min(200, len(want))):
+        check(read(m.path("view", name_of(k, len(k) * 8))) == view[k],
+              "%s: view/%r" % (what, k))
+
+
+def test_merge_live(tmp):
+    """A merge through control/merge while 4 readers cat view/ non-stop:
+    no read fails, every value is the key's newest binding."""
+    d = os.path.join(tmp, "live")
+    os.mkdir(d)
+    rng = random.Random(21)
+    view = stack(d, 4, 60000, rng)
+    recs = [(k, len(k) * 8, v) for k, v in view.items() if v is not None]
+    m = Mount(d)
+    try:
+        stop = threading.Event()
+        errors, counts = [], [0] * 4
+        ts = readers(m, recs, 4, stop, errors, counts)
+        time.sleep(0.3)
+        before = list(counts)
+        check(request(m, b"merge all\n") == 0, "merge all accepted")
+        jobs = status(m)
+        check(len(jobs) == 1 and jobs[0]["state"] in ("queued", "running", "done"),
+              "status shows the job: %r" % jobs)
+        w = wait(m, jobs[0]["id"])
+        time.sleep(0.5)  # readers go on over the new catalog
+        stop.set()
+        for t in ts:
+            t.join()
+        check(not errors, "readers during the merge: %r" % errors[:3])
+        check(all(c > b for c, b in zip(counts, before)), "readers kept reading")
+        check(w["state"] == "done" and w["records_total"] > 0 and
+              w["records_done"] == w["records_total"] and w["error"] is None and
+              w["inputs"] == ["s0.seg", "s1.seg", "s2.seg", "s3.seg"],
+              "the job is done: %r" % w)
+        out = w["output"]
+        check(listdir(m.path("segments")) == [out.encode()], "segments/ shows the output")
+        cat = read(m.path("control", "catalog")).decode()
+        check(cat.startswith("generation 2\nsegments 1\n") and out in cat,
+              "control/catalog moved on: %r" % cat)
+        view_ok(m, view, "after the merge")
+        # the output holds the tombstones (the inputs' oldest is in, but
+        # nobody asked to drop them); the segment's listing hides them
+        check(sorted(listdir(m.path("segments", out))) ==
+              sorted(name_of(k, len(k) * 8) for k, v in view.items() if v is not None),
+              "the output's keys")
+        # a second merge, dropping tombstones, of the single segment
+        check(request(m, b"merge %s tombstones=drop name=final.seg restart=4\n" %
+                      out.encode()) == 0, "second merge accepted")
+        w2 = wait(m, 2)
+        check(w2["state"] == "done" and w2["output"] == "final.seg", "second merge: %r" % w2)
+        view_ok(m, view, "after dropping tombstones")
+        check(b"final.seg 4 typed-byte 4" in read(m.path("control", "catalog")),
+              "restart=4 and the newest sequence")
+    finally:
+        m.close()
+    names = check_clean(d, "after unmount")
+    check(names == {"final.seg"}, "only the last output is left: %r" % names)
+    r = subprocess.run([KVSEG, "stat", os.path.join(d, "final.seg")], capture_output=True)
+    check(b"tombstones       0" in r.stdout, "tombstones dropped: %r" % r.stdout[:400])
+
+
+def test_bad_requests(tmp):
+    d = os.path.join(tmp, "badreq")
+    os.mkdir(d)
+    stack(d, 3, 3000, random.Random(3))
+    build(os.path.join(d, "r.seg"), [(b"r%d" % i, 16, b"x") for i in range(5)],
+          framing="raw", seq=9)
+    m = Mount(d, "workers=1", "queue=1")
+    try:
+        before = dir_state(d)
+        cases = [
+            (b"\n", errno.EINVAL, "empty"),
+            (b"   \n", errno.EINVAL, "empty"),
+            (b"\xff\xfe\x01garbage\n", errno.EINVAL, "control byte"),
+            (b"\xff\xfe garbage\n", errno.EINVAL, "unknown request"),
+            (b"merge " + b"a" * (1 << 20) + b"\n", errno.EINVAL, "longer"),
+            (b"merge\n", errno.EINVAL, "merge what"),
+            (b"merge nosuch.seg\n", errno.ENOENT, "no live segment"),
+            (b"merge s0.seg s0.seg\n", errno.EINVAL, "twice"),
+            (b"merge ../x\n", errno.EINVAL, "cannot be a segment name"),
+            (b"merge a/b\n", errno.EINVAL, "cannot be a segment name"),
+            (b"merge .hidden\n", errno.EINVAL, "cannot be a segment name"),
+            (b"merge all s0.seg\n", errno.EINVAL, "together"),
+            (b"merge all restart=0\n", errno.EINVAL, "restart=0"),
+            (b"merge all restart=65537\n", errno.EINVAL, "restart=65537"),
+            (b"merge all restart=-1\n", errno.EINVAL, "restart=-1"),
+            (b"merge all profile=word\n", errno.EINVAL, "profile=word"),
+            (b"merge all framing=raw\n", errno.EINVAL, "tombstones"),
+            (b"merge all tombstones=maybe\n", errno.EINVAL, "keep or drop"),
+            (b"merge all name=../evil\n", errno.EINVAL, "cannot be a segment name"),
+            (b"merge all name=s1.seg\n", errno.EEXIST, "exists"),
+            (b"merge all profile=bit profile=byte\n", errno.EINVAL, "twice"),
+            (b"merge s1.seg s2.seg tombstones=drop\n", errno.EINVAL, "oldest"),
+            (b"merge s0.seg s2.seg\n", errno.EINVAL, "consecutive"),
+            (b"merge s0.seg\nmerge bogus.seg\n", errno.ENOENT, "no live segment"),
+            (b"merge s0.seg\nmerge r.seg\n", errno.EAGAIN, "queued already"),
+            (b"cancel 99\n", errno.ENOENT, "no job"),
+            (b"cancel x\n", errno.EINVAL, "not a job id"),
+            (b"frobnicate all\n", errno.EINVAL, "unknown request"),
+        ]
+        for line, want, words in cases:
+            n = len(status(m))
+            got = request(m, line)
+            check(got == want, "%r: errno %s, want %s" % (
+                line[:40], errno.errorcode.get(got, got), errno.errorcode[want]))
+            st = status(m)
+            check(len(st) == n + 1 and st[-1]["state"] == "rejected" and
+                  words in (st[-1]["error"] or ""),
+                  "%r: the reason in control/status: %r" % (line[:40], st[-1:]))
+            check(dir_state(d) == before, "%r: nothing changed" % line[:40])
+        for line in (b"merge all profile=bit profile=byte\n", b"merge \x00\n"):
+            request(m, line)
+        # EBUSY: a queued job's inputs are taken
+        check(request(m, b"merge s0.seg s1.seg\n") == 0, "first merge")
+        got = request(m, b"merge s1.seg s2.seg\n")
+        check(got == errno.EBUSY, "overlapping merge: %s" % errno.errorcode.get(got, got))
+        check("already being merged" in status(m)[-1]["error"], "EBUSY's reason")
+        job = [j for j in status(m) if j["state"] != "rejected"][0]["id"]
+        check(wait(m, job)["state"] == "done", "the first merge ends")
+        for line in status(m):
+            json.dumps(line)  # every line parsed as JSON
+    finally:
+        m.close()
+    check_clean(d, "after bad requests")
+
+
+def test_cancel(tmp):
+    """cancel ID: a queued job at once, a running one at its next step;
+    nothing is published, nothing is left."""
+    d = os.path.join(tmp, "cancel")
+    os.mkdir(d)
+    rng = random.Random(4)
+    stack(d, 4, 200000, rng)
+    m = Mount(d, "workers=1")
+    before = dir_state(d)
+    try:
+        check(request(m, b"merge s0.seg s1.seg s2.seg\n") == 0, "big merge")
+        check(request(m, b"merge s3.seg\n") == 0, "queued merge")
+        check(request(m, b"cancel 2\ncancel 1\n") == 0, "cancel both")
+        for job in (1, 2):
+            w = wait(m, job)
+            check(w["state"] == "cancelled", "job %d cancelled: %r" % (job, w))
+        got = request(m, b"cancel 1\n")
+        check(got == errno.EINVAL and "already ended" in status(m)[-1]["error"],
+              "cancelling an ended job")
+        check(listdir(m.path("segments")) == [b"s0.seg", b"s1.seg", b"s2.seg", b"s3.seg"],
+              "nothing published")
+    finally:
+        m.close()
+    check(dir_state(d) == before, "nothing left by the cancelled merges")
+
+
+def test_kill_during_merge(tmp):
+    """SIGKILL during a merge, at 8 moments; after each, a remount sees
+    the old or the new generation, every segment verifies, no orphan."""
+    d = os.path.join(tmp, "kill")
+    os.mkdir(d)
+    view = stack(d, 3, 100000, random.Random(5))
+    generations = set()
+    for i, delay in enumerate([0, 0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.3]):
+        m = Mount(d)
+        request(m, b"merge all\n")
+        time.sleep(delay)
+        m.proc.kill()
+        m.proc.wait()
+        subprocess.run(["fusermount3", "-u", "-z", m.mnt])
+        os.rmdir(m.mnt)
+        m = Mount(d)  # recovers
+        try:
+            cat = read(m.path("control", "catalog")).decode()
+            generations.add(cat.split("\n")[0])
+            view_ok(m, view, "after a kill at %.3f s" % delay)
+        finally:
+            m.close()
+        check_clean(d, "after a kill at %.3f s" % delay)
+        if "segments 1" in cat:  # merged: start again from three segments
+            for f in os.listdir(d):
+                os.unlink(os.path.join(d, f))
+            view = stack(d, 3, 100000, random.Random(5 + i))
+    print("  generations seen after kills: %s" % sorted(generations))
+
+
+def test_enospc(tmp):
+    """A merge that runs out of space: the job fails with the reason;
+    inputs, catalog and view are unchanged; the daemon keeps serving."""
+    if os.geteuid() != 0:
+        print("SKIP test_enospc: mounting a small tmpfs needs root")
+        return
+    d = os.path.join(tmp, "small")
+    os.mkdir(d)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", d], check=True)
+    try:
+        rng = random.Random(6)
+        view = {}
+        for s in range(2):  # disjoint, about 1.3 MB each
+            recs = [(b"s%d/%06d" % (s, i), rng.randbytes(40)) for i in range(25000)]
+            build(os.path.join(d, "s%d.seg" % s), [(k, len(k) * 8, v) for k, v in recs],
+                  seq=s + 1)
+            view.update(dict(recs))
+        m = Mount(d)
+        before = dir_state(d)
+        try:
+            check(request(m, b"merge all\n") == 0, "merge accepted")
+            w = wait(m, 1)
+            check(w["state"] == "failed" and "space" in (w["error"] or ""),
+                  "the job failed for lack of space: %r" % w)
+            check(dir_state(d) == before, "nothing changed")
+            view_ok(m, view, "after ENOSPC")
+        finally:
+            m.close()
+    finally:
+        subprocess.run(["umount", d])
+
+
+def test_external_change(tmp):
+    """kvseg changing the catalog of a mounted directory: segfs notices
+    (inotify) and serves the new generation."""
+    d = os.path.join(tmp, "external")
+    os.mkdir(d)
+    build(os.path.join(d, "a.seg"), [(b"k1", 16, b"old"), (b"k2", 16, b"two")], seq=1)
+    m = Mount(d)
+    try:
+        check(read(m.path("view", "k1")) == b"old", "before")
+        build(os.path.join(d, "b.seg"), [(b"k1", 16, b"new"), (b"k3", 16, b"three")], seq=2)
+        subprocess.run([KVSEG, "catalog", d, "add", "b.seg"], check=True,
+                       capture_output=True)
+        deadline = time.time() + 5
+        while time.time() < deadline and read(m.path("view", "k1")) != b"new":
+            time.sleep(0.01)
+        check(read(m.path("view", "k1")) == b"new", "view/ serves the added segment")
+        check(listdir(m.path("segments")) == [b"a.seg", b"b.seg"], "segments/ too")
+        check(read(m.path("view", "k3")) == b"three", "a new key appears")
+        subprocess.run([KVSEG, "catalog", d, "merge", "all"], check=True,
+                       capture_output=True)
+        deadline = time.time() + 5
+        while time.time() < deadline and len(listdir(m.path("segments"))) != 1:
+            time.sleep(0.01)
+        check(len(listdir(m.path("segments"))) == 1, "an external merge is served")
+        check(read(m.path("view", "k2")) == b"two", "view/ after the external merge")
+    finally:
+        m.close()
+
+
 def main():
     if not os.path.exists("/dev/fuse"):
         print("SKIP: /dev/fuse is missing: segfs cannot mount here")
         return 77
     only = sys.argv[3:]
     tests = [test_modes, test_names, test_mutations, test_large, test_threads,
-             test_sep, test_bad_segment, test_corrupt_body, test_signals]
+             test_sep, test_bad_segment, test_corrupt_body, test_signals,
+             test_merge_live, test_bad_requests, test_cancel, test_kill_during_merge,
+             test_enospc, test_external_change]
     with tempfile.TemporaryDirectory(prefix="segfs-test-") as tmp:
         for t in tests:
             if only and t.__name__ not in only:
