@@ -2,8 +2,8 @@
 # demo.sh — the README's run command: install what is missing, build, make
 # a demo segment directory (generated deterministically: path-like keys in
 # three segments, the newer ones overwriting and deleting keys of the
-# older), mount it with segfs and show it. It stays mounted; the last lines
-# say how to unmount.
+# older), mount it with segfs, show it, and merge it through
+# control/merge. It stays mounted; the last line says how to unmount.
 #
 #   tools/demo.sh [DIR]     DIR defaults to build/demo (segments/ and mnt/)
 set -euo pipefail
@@ -88,5 +88,14 @@ ls "$mnt/view/var/log/2026-11-02" | head -3
 echo
 echo "\$ grep -r 'from 10.0.1\.' $mnt/view/var/log | head -3"
 grep -r 'from 10.0.1\.' "$mnt/view/var/log" | head -3 || true
+echo
+echo "== merge the three segments while mounted (tombstones dropped)"
+echo
+echo "\$ echo 'merge all tombstones=drop' > $mnt/control/merge"
+echo 'merge all tombstones=drop' >"$mnt/control/merge"
+echo
+show cat "$mnt/control/wait/1"
+show ls "$mnt/segments"
+show cat "$mnt/view/etc/motd"
 echo
 echo "Unmount with:  fusermount3 -u $mnt"
