@@ -781,6 +781,55 @@ def test_merge_live(tmp):
     check(b"tombstones       0" in r.stdout, "tombstones dropped: %r" % r.stdout[:400])
 
 
+def test_retired_readers(tmp):
+    """Open files and listings on segments a merge retires keep working
+    until closed; the retired files go once nothing reads them."""
+    d = os.path.join(tmp, "retired")
+    os.mkdir(d)
+    view = stack(d, 2, 20000, random.Random(9))
+    m = Mount(d)
+    try:
+        live = sorted(k for k, v in view.items() if v is not None)
+        k0 = live[0]
+        f = open(m.path("view", name_of(k0, len(k0) * 8)), "rb")
+        dp = libc.opendir(m.path("view"))
+        sp = libc.opendir(m.path("segments", "s0.seg"))
+        first = [libc.readdir(dp).contents.d_name for _ in range(102)][2:]
+        check(request(m, b"merge all\n") == 0 and wait(m, 1)["state"] == "done",
+              "the merge")
+        check(os.path.exists(os.path.join(d, ".s0.seg.retired")),
+              "s0.seg is kept while read")
+        check(f.read() == view[k0], "an open file of the old view reads on")
+        f.close()
+        rest = []
+        while True:
+            e = libc.readdir(dp)
+            if not e:
+                break
+            rest.append(e.contents.d_name)
+        check(first + rest == [name_of(k, len(k) * 8) for k in live],
+              "an open listing of the old view completes")
+        n = 0
+        while libc.readdir(sp):
+            n += 1
+        check(n > 2, "an open listing of a retired segment completes")
+        libc.closedir(dp)
+        libc.closedir(sp)
+        if os.geteuid() == 0:  # the kernel forgets unused inodes
+            with open("/proc/sys/vm/drop_caches", "w") as dc:
+                dc.write("2\n")
+            deadline = time.time() + 5
+            while time.time() < deadline and any(
+                    x.endswith(".retired") for x in os.listdir(d)):
+                time.sleep(0.05)
+            check(not any(x.endswith(".retired") for x in os.listdir(d)),
+                  "retired files deleted once unread: %r" % os.listdir(d))
+        view_ok(m, view, "after the merge")
+    finally:
+        m.close()
+    check_clean(d, "after unmount")
+
+
 def test_bad_requests(tmp):
     d = os.path.join(tmp, "badreq")
     os.mkdir(d)
@@ -970,7 +1019,7 @@ def main():
     only = sys.argv[3:]
     tests = [test_modes, test_names, test_mutations, test_large, test_threads,
              test_sep, test_bad_segment, test_corrupt_body, test_signals,
-             test_merge_live, test_bad_requests, test_cancel, test_kill_during_merge,
+             test_merge_live, test_retired_readers, test_bad_requests, test_cancel, test_kill_during_merge,
              test_enospc, test_external_change]
     with tempfile.TemporaryDirectory(prefix="segfs-test-") as tmp:
         for t in tests:
