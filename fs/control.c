@@ -449,6 +449,12 @@ static bool output_taken(const char *name)
 	return false;
 }
 
+/* 0 when v is a, 1 when it is b, else -1. */
+static int choose(const char *v, const char *a, const char *b)
+{
+	return !strcmp(v, a) ? 0 : !strcmp(v, b) ? 1 : -1;
+}
+
 /* Parses and checks one merge request against the current snapshot
  * (tokens in tok[0 .. ntok), tok[0] == "merge"); under J.lock. */
 static int parse_merge(char **tok, size_t ntok, const snap *cur, job *j,
@@ -516,19 +522,13 @@ static int parse_merge(char **tok, size_t ntok, const snap *cur, job *j,
 		}
 		seen_opt[key] = true;
 		switch (key) {
-		case 0:
-			profile = !strcmp(v, "byte") ? KVS_PROFILE_BYTE
-			          : !strcmp(v, "bit") ? KVS_PROFILE_BIT
-			                              : -1;
-			if (profile < 0)
+		case 0: /* KVS_PROFILE_BYTE, KVS_PROFILE_BIT */
+			if ((profile = choose(v, "byte", "bit")) < 0)
 				rc = fail(e, EINVAL,
 				          "profile=%.40s: byte or bit", v);
 			break;
-		case 1:
-			framing = !strcmp(v, "typed") ? KVS_FRAMING_TYPED
-			          : !strcmp(v, "raw") ? KVS_FRAMING_RAW
-			                              : -1;
-			if (framing < 0)
+		case 1: /* KVS_FRAMING_TYPED, KVS_FRAMING_RAW */
+			if ((framing = choose(v, "typed", "raw")) < 0)
 				rc = fail(e, EINVAL,
 				          "framing=%.40s: typed or raw", v);
 			break;
@@ -552,9 +552,7 @@ static int parse_merge(char **tok, size_t ntok, const snap *cur, job *j,
 			out = v;
 			break;
 		case 4:
-			drop = !strcmp(v, "drop") ? 1 : !strcmp(v, "keep") ? 0
-			                                                    : -1;
-			if (drop < 0)
+			if ((drop = choose(v, "keep", "drop")) < 0)
 				rc = fail(e, EINVAL,
 				          "tombstones=%.40s: keep or drop", v);
 			break;

@@ -307,6 +307,18 @@ static int key_attr(fuse_ino_t ino, struct stat *st, kvs_cursor **cur)
 	return 0;
 }
 
+/* This thread's cursor on key file ino, or NULL after replying with the
+ * error. */
+static kvs_cursor *key_cursor(fuse_req_t req, fuse_ino_t ino)
+{
+	struct stat st;
+	kvs_cursor *c = NULL;
+	int err = key_attr(ino, &st, &c);
+	if (err)
+		fuse_reply_err(req, err);
+	return err ? NULL : c;
+}
+
 /* How long the kernel may keep an inode's attributes: what never changes
  * for ever (the timeout), the control files never. */
 static double attr_timeout(fuse_ino_t ino)
@@ -753,13 +765,9 @@ static void segfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	struct stat st;
-	kvs_cursor *c;
-	int err = key_attr(ino, &st, &c);
-	if (err) {
-		fuse_reply_err(req, err);
+	kvs_cursor *c = key_cursor(req, ino);
+	if (!c)
 		return;
-	}
 	const uint8_t *value;
 	size_t len;
 	kvs_status ks = kvs_cursor_value(c, &value, &len);
@@ -1213,13 +1221,9 @@ static void segfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
-	struct stat st;
-	kvs_cursor *c;
-	int err = key_attr(ino, &st, &c);
-	if (err) {
-		fuse_reply_err(req, err);
+	kvs_cursor *c = key_cursor(req, ino);
+	if (!c)
 		return;
-	}
 	uint64_t bits;
 	const uint8_t *key = kvs_cursor_key(c, &bits);
 	char text[32];
@@ -1245,13 +1249,9 @@ static void segfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		reply_xattr_value(req, "", 0, size);
 		return;
 	}
-	struct stat st;
-	kvs_cursor *c;
-	int err = key_attr(ino, &st, &c);
-	if (err) {
-		fuse_reply_err(req, err);
+	kvs_cursor *c = key_cursor(req, ino);
+	if (!c)
 		return;
-	}
 	char list[sizeof xattr_names + sizeof xattr_tomb];
 	size_t n = sizeof xattr_names - 1;
 	memcpy(list, xattr_names, n);
