@@ -1217,7 +1217,16 @@ static void reply_xattr_value(fuse_req_t req, const void *v, size_t len,
 static void segfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
                            size_t size)
 {
-	if (ino_kind(ino) != K_SEGKEY && ino_kind(ino) != K_VIEWKEY) {
+	/* Only user.segfs.* exists. For other namespaces (security.selinux,
+	 * system.posix_acl_access: ls -l asks for both on every file) say
+	 * "not supported", which tools remember for the whole filesystem;
+	 * ENODATA would bring the question back for every file. */
+	if (strncmp(name, "user.", 5) != 0) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	if ((ino_kind(ino) != K_SEGKEY && ino_kind(ino) != K_VIEWKEY) ||
+	    strncmp(name, "user.segfs.", 11) != 0) {
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
@@ -1547,9 +1556,11 @@ int main(int argc, char *argv[])
 	}
 out_threads:
 	ret = ret < 0 ? 1 : 0;
+	/* no more notifications: nobody would answer what they may wait
+	 * for */
+	__atomic_store_n(&S.se, NULL, __ATOMIC_SEQ_CST);
 	state_watch_stop();
 	control_stop();
-	S.se = NULL;
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);

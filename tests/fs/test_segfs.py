@@ -375,6 +375,15 @@ def test_mutations(tmp):
                 os.close(fd)
         expect_errno(write, [errno.EROFS], "write")
         check(read(f) == b"v", "value unchanged after mutations")
+        expect_errno(lambda: os.getxattr(f, "security.selinux"), [errno.EOPNOTSUPP],
+                     "other xattr namespaces are not supported")
+        expect_errno(lambda: os.getxattr(f, "user.other"), [errno.ENODATA],
+                     "an absent user xattr")
+        expect_errno(lambda: os.getxattr(seg, "user.segfs.key"), [errno.ENODATA],
+                     "a directory has no key")
+        check(os.listxattr(f) == ["user.segfs.key", "user.segfs.key_bits",
+                                  "user.segfs.segment"], "listxattr")
+        check(os.getxattr(f, "user.segfs.segment") == b"a.seg", "the binding's segment")
         expect_errno(lambda: read(m.path("view")), [errno.EISDIR], "read a directory")
         expect_errno(lambda: os.listdir(f), [errno.ENOTDIR], "list a file")
     finally:
