@@ -439,7 +439,7 @@ void state_unload(void)
 /* Tells the kernel to forget what it cached of the old snapshot. */
 static void invalidate(const snap *old, const snap *now)
 {
-	struct fuse_session *se = S.se;
+	struct fuse_session *se = __atomic_load_n(&S.se, __ATOMIC_SEQ_CST);
 	if (!se)
 		return;
 	fuse_lowlevel_notify_inval_entry(se, INO_ROOT, "view", 4);
