@@ -59,7 +59,6 @@ static void ino_ref(fuse_ino_t ino, uint64_t n, bool up)
 		up ? slot_ref(slot_get(low >> ORD_BITS), n)
 		   : slot_unref(slot_get(low >> ORD_BITS), n);
 		break;
-	case K_VIEWDIR:
 	case K_CATALOG:
 		up ? snap_ref(snap_get(low), n) : snap_unref(snap_get(low), n);
 		break;
@@ -77,10 +76,10 @@ static void ino_ref(fuse_ino_t ino, uint64_t n, bool up)
 
 /* ---- scopes ------------------------------------------------------------------------ */
 
-/* A directory of keys: a scope (a slot or a snapshot) and a key prefix. */
+/* A directory of keys: a scope (a slot or view/) and a key prefix. */
 typedef struct dirref {
 	scope sc;
-	snap *sn; /* the snapshot of a view scope */
+	snap *sn; /* view/: the current snapshot, counted until dir_release */
 	uint8_t *prefix; /* owned */
 	size_t plen;
 } dirref;
@@ -89,21 +88,33 @@ static int scope_check(const scope *sc, snap **sn)
 {
 	*sn = NULL;
 	if (sc->view) {
-		*sn = snap_get(sc->id);
-		return *sn ? 0 : ENOENT;
+		*sn = snap_current();
+		return 0;
 	}
 	slot *s = slot_get(sc->id);
 	return s && s->seg ? 0 : ENOENT;
 }
 
-/* Resolves ino to a directory of keys; ENOTDIR or ENOENT otherwise. */
+static void dir_release(dirref *d)
+{
+	snap_unref(d->sn, 1);
+	d->sn = NULL;
+	free(d->prefix);
+	d->prefix = NULL;
+}
+
+/* Resolves ino to a directory of keys; ENOTDIR or ENOENT otherwise. On
+ * success the caller calls dir_release. */
 static int dir_resolve(fuse_ino_t ino, dirref *d)
 {
 	d->prefix = NULL;
 	d->plen = 0;
+	d->sn = NULL;
 	switch (ino_kind(ino)) {
-	case K_VIEWDIR:
-		d->sc = (scope){true, ino_low(ino)};
+	case K_FIXED:
+		if (ino != INO_VIEW)
+			return ENOTDIR;
+		d->sc = (scope){true, 0};
 		break;
 	case K_SEGDIR:
 		d->sc = (scope){false, ino_low(ino)};
@@ -343,6 +354,12 @@ static int do_getattr(fuse_ino_t ino, struct stat *st)
 		}
 		case INO_CONTROL:
 		case INO_WAITDIR: dir_stat(st, ino, &S.dir_st, 2); return 0;
+		case INO_VIEW: {
+			snap *cur = snap_current();
+			dir_stat(st, ino, &cur->st, 2);
+			snap_unref(cur, 1);
+			return 0;
+		}
 		case INO_MERGE:
 			file_stat(st, ino, &S.dir_st, 0, 0200);
 			return 0;
@@ -357,13 +374,6 @@ static int do_getattr(fuse_ino_t ino, struct stat *st)
 		free(text);
 		file_stat(st, ino, &S.dir_st, len, 0444);
 		st->st_mtim = st->st_ctim = t;
-		return 0;
-	}
-	case K_VIEWDIR: {
-		snap *sn = snap_get(low);
-		if (!sn)
-			return ENOENT;
-		dir_stat(st, ino, &sn->st, 2);
 		return 0;
 	}
 	case K_CATALOG: {
@@ -394,7 +404,7 @@ static int do_getattr(fuse_ino_t ino, struct stat *st)
 		if (err)
 			return err;
 		dir_stat(st, ino, scope_times(&d), 2);
-		free(d.prefix);
+		dir_release(&d);
 		return 0;
 	}
 	default:
@@ -603,9 +613,7 @@ static void segfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		if (!strcmp(name, "segments")) {
 			reply_ino(req, INO_SEGMENTS);
 		} else if (!strcmp(name, "view")) {
-			snap *cur = snap_current();
-			reply_ino(req, make_ino(K_VIEWDIR, cur->id));
-			snap_unref(cur, 1);
+			reply_ino(req, INO_VIEW);
 		} else if (!strcmp(name, "control")) {
 			reply_ino(req, INO_CONTROL);
 		} else {
@@ -667,7 +675,7 @@ static void segfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	if (err)
 		fuse_reply_err(req, err);
-	free(d.prefix);
+	dir_release(&d);
 }
 
 static void segfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -758,7 +766,6 @@ static void segfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	case K_SEGDIR:
 	case K_PREFIX:
-	case K_VIEWDIR:
 		fuse_reply_err(req, EISDIR);
 		return;
 	default:
@@ -822,7 +829,7 @@ static void segfs_opendir(fuse_req_t req, fuse_ino_t ino,
                           struct fuse_file_info *fi)
 {
 	fi->fh = 0;
-	if (ino_kind(ino) == K_FIXED) {
+	if (ino_kind(ino) == K_FIXED && ino != INO_VIEW) {
 		if (ino == INO_MERGE) {
 			fuse_reply_err(req, ENOTDIR);
 			return;
@@ -840,21 +847,21 @@ static void segfs_opendir(fuse_req_t req, fuse_ino_t ino,
 	}
 	int err = dir_resolve(ino, &h->d);
 	if (!err && (err = scope_open(&h->d, &h->vc)) != 0)
-		free(h->d.prefix);
+		dir_release(&h->d);
 	if (err) {
 		free(h);
 		fuse_reply_err(req, err);
 		return;
 	}
-	/* the listing holds its snapshot or segment until it is closed */
-	if (h->d.sc.view)
-		snap_ref(h->d.sn, 1);
-	else
+	/* the listing holds its snapshot (dir_resolve's count) or its
+	 * segment until it is closed */
+	if (!h->d.sc.view)
 		slot_ref(slot_get(h->d.sc.id), 1);
 	h->next_off = -1;
 	fi->fh = (uint64_t)(uintptr_t)h;
-	/* Segments never change, and a snapshot's view neither: let the
-	 * kernel cache listings. */
+	/* Segments never change, and view/ changes only with the catalog,
+	 * which then invalidates it (state.c): let the kernel cache
+	 * listings. */
 	fi->cache_readdir = 1;
 	fi->keep_cache = 1;
 	fuse_reply_open(req, fi);
@@ -867,11 +874,9 @@ static void segfs_releasedir(fuse_req_t req, fuse_ino_t ino,
 	dirh *h = (dirh *)(uintptr_t)fi->fh;
 	if (h) {
 		vc_close(&h->vc);
-		if (h->d.sc.view)
-			snap_unref(h->d.sn, 1);
-		else
+		if (!h->d.sc.view)
 			slot_unref(slot_get(h->d.sc.id), 1);
-		free(h->d.prefix);
+		dir_release(&h->d);
 		free(h);
 	}
 	fuse_reply_err(req, 0);
@@ -976,7 +981,7 @@ static void fixed_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	snap *cur = snap_current();
 	if (ino == INO_ROOT) {
 		names[0] = "segments", inos[0] = INO_SEGMENTS;
-		names[1] = "view", inos[1] = make_ino(K_VIEWDIR, cur->id);
+		names[1] = "view", inos[1] = INO_VIEW;
 		names[2] = "control", inos[2] = INO_CONTROL;
 		n = 3;
 	} else if (ino == INO_CONTROL) {

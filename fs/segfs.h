@@ -45,6 +45,7 @@ enum {
 	INO_CONTROL = 3,
 	INO_MERGE = 4,  /* control/merge */
 	INO_WAITDIR = 6, /* control/wait */
+	INO_VIEW = 7,    /* view/: always the current snapshot */
 };
 enum ino_kind {
 	K_FIXED = 0,
@@ -53,7 +54,6 @@ enum ino_kind {
 	K_VIEWKEY = 3, /* a key of view/: the binding's slot and ordinal */
 	K_PREFIX = 4,  /* a directory of -o sep: its id */
 	K_HINT = 5,    /* d_ino of a directory in a plain listing */
-	K_VIEWDIR = 6, /* view/ of one snapshot: its id */
 	K_CATALOG = 7, /* control/catalog of one snapshot: its id */
 	K_WAIT = 8,    /* control/wait/ID: the job id */
 	K_STATUS = 9,  /* control/status as one lookup saw it: its text id */
@@ -130,7 +130,7 @@ void slot_ref(slot *s, uint64_t n);
 void slot_unref(slot *s, uint64_t n);
 void snap_ref(snap *s, uint64_t n);
 void snap_unref(snap *s, uint64_t n);
-/* The current snapshot with a reference the caller drops. */
+/* The current snapshot with a reference the caller drops (no lock). */
 snap *snap_current(void);
 
 /* Mount: opens the catalog and every live segment (exits on error). */
@@ -138,12 +138,14 @@ void state_load(void);
 void state_unload(void);
 /*
  * Reads the newest catalog generation and makes it current (opening new
- * segments, retiring the rest), then tells the kernel what changed. With
- * linked, the inputs of the merge just published get their .NAME.retired
- * link deleted at death (control.c made it). Under S.publish. Returns 0
- * or an errno (the current snapshot stays) with a message in err.
+ * segments, retiring the rest), then tells the kernel what changed.
+ * merged: the change is known to be a merge, which never changes what
+ * view/ shows; otherwise the kernel's cached view/ entries are dropped
+ * unless the change looks like one (consecutive segments replaced by one
+ * of the newest one's sequence). Under S.publish. Returns 0 or an errno
+ * (the current snapshot stays) with a message in err.
  */
-int state_reload_locked(kvs_error *err);
+int state_reload_locked(kvs_error *err, bool merged);
 /* Starts the thread that reloads when another process changes the
  * catalog (inotify on SEGDIR). */
 int state_watch_start(void);
@@ -156,7 +158,8 @@ void tls_release(void);
 
 /* ---- -o sep directories ------------------------------------------------- */
 
-/* A scope: a slot (segments/NAME) or a snapshot (view/). */
+/* A scope: a slot (segments/NAME), or view/ (the current snapshot; id
+ * unused). */
 typedef struct scope {
 	bool view;
 	uint64_t id;

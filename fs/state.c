@@ -150,11 +150,15 @@ void snap_unref(snap *s, uint64_t n)
 
 snap *snap_current(void)
 {
-	pthread_mutex_lock(&S.lock);
-	snap *s = atomic_load(&S.current);
-	snap_ref(s, 1);
-	pthread_mutex_unlock(&S.lock);
-	return s;
+	/* The current snapshot holds a count of its own until it is
+	 * replaced; one replaced meanwhile is seen at zero and skipped. */
+	for (;;) {
+		snap *s = atomic_load(&S.current);
+		uint_fast64_t r = atomic_load(&s->refs);
+		while (r)
+			if (atomic_compare_exchange_weak(&s->refs, &r, r + 1))
+				return s;
+	}
 }
 
 /* ---- opening segments --------------------------------------------------------- */
@@ -436,28 +440,65 @@ void state_unload(void)
 	S.cat = NULL;
 }
 
-/* Tells the kernel to forget what it cached of the old snapshot. */
-static void invalidate(const snap *old, const snap *now)
+static bool has_slot(const snap *s, uint32_t id)
+{
+	for (size_t k = 0; k < s->n; k++)
+		if (s->live[k] == id)
+			return true;
+	return false;
+}
+
+/* Does now differ from old by consecutive segments replaced with one new
+ * segment of the newest one's sequence (what a merge publishes)? */
+static bool looks_merged(const snap *old, const snap *now)
+{
+	size_t i = 0;
+	while (i < old->n && i < now->n && old->live[i] == now->live[i])
+		i++;
+	size_t a = old->n, b = now->n;
+	while (a > i && b > i && old->live[a - 1] == now->live[b - 1])
+		a--, b--;
+	if (b != i + 1 || a <= i || has_slot(old, now->live[i]))
+		return false;
+	uint64_t seq = 0;
+	for (size_t k = i; k < a; k++) {
+		uint64_t q = slot_get(old->live[k])->info.sequence;
+		seq = q > seq ? q : seq;
+	}
+	return slot_get(now->live[i])->info.sequence == seq;
+}
+
+/*
+ * Tells the kernel what changed: segments/ and control/ always; view/
+ * only when its contents may have changed. A merge keeps view/ as it
+ * was, so the kernel may go on using what it cached (an inode of a
+ * retired segment reads the same bindings); dropping every cached entry
+ * of view/ costs a few microseconds per entry, during which lookups wait.
+ */
+static void invalidate(const snap *old, const snap *now, bool view_changed)
 {
 	struct fuse_session *se = __atomic_load_n(&S.se, __ATOMIC_SEQ_CST);
 	if (!se)
 		return;
-	fuse_lowlevel_notify_inval_entry(se, INO_ROOT, "view", 4);
 	fuse_lowlevel_notify_inval_entry(se, INO_CONTROL, "catalog", 7);
+	fuse_lowlevel_notify_inval_inode(se, INO_CONTROL, 0, 0);
 	fuse_lowlevel_notify_inval_inode(se, INO_SEGMENTS, 0, 0);
-	for (size_t i = 0; old && i < old->n; i++) {
-		bool gone = true;
-		for (size_t k = 0; k < now->n; k++)
-			gone &= now->live[k] != old->live[i];
-		if (gone) {
-			const char *name = slot_get(old->live[i])->name;
-			fuse_lowlevel_notify_inval_entry(se, INO_SEGMENTS, name,
-			                                 strlen(name));
-		}
+	const snap *pair[2][2] = {{old, now}, {now, old}};
+	for (int p = 0; p < 2; p++) /* gone from segments/, or new there */
+		for (size_t i = 0; i < pair[p][0]->n; i++)
+			if (!has_slot(pair[p][1], pair[p][0]->live[i])) {
+				const char *name =
+				    slot_get(pair[p][0]->live[i])->name;
+				fuse_lowlevel_notify_inval_entry(
+				    se, INO_SEGMENTS, name, strlen(name));
+			}
+	if (view_changed) {
+		fuse_lowlevel_notify_inval_inode(se, INO_VIEW, 0, 0);
+		fuse_lowlevel_notify_inval_entry(se, INO_ROOT, "view", 4);
 	}
 }
 
-int state_reload_locked(kvs_error *err)
+int state_reload_locked(kvs_error *err, bool merged)
 {
 	kvs_status st = kvs_catalog_reload(S.cat, err);
 	if (st != KVS_OK)
@@ -479,7 +520,7 @@ int state_reload_locked(kvs_error *err)
 	}
 	atomic_store(&S.current, now);
 	pthread_mutex_unlock(&S.lock);
-	invalidate(old, now);
+	invalidate(old, now, !merged && !looks_merged(old, now));
 	snap_unref(old, 1); /* it is no longer current */
 	return 0;
 }
@@ -517,7 +558,7 @@ static void *watch_main(void *arg)
 			continue;
 		kvs_error err;
 		pthread_mutex_lock(&S.publish);
-		if (state_reload_locked(&err) != 0)
+		if (state_reload_locked(&err, false) != 0)
 			fprintf(stderr,
 			        "segfs: the catalog changed but cannot be "
 			        "served: %s\n",
@@ -652,12 +693,11 @@ static size_t ptab_hash(scope sc, const uint8_t *p, size_t n)
 	return (size_t)(h % PTAB_SIZE);
 }
 
+/* A directory of segments/NAME holds its segment; one of view/ follows
+ * the current snapshot. */
 static void scope_ref(scope sc, int64_t d)
 {
-	if (sc.view)
-		d > 0 ? snap_ref(snap_get(sc.id), 1)
-		      : snap_unref(snap_get(sc.id), 1);
-	else
+	if (!sc.view)
 		d > 0 ? slot_ref(slot_get(sc.id), 1)
 		      : slot_unref(slot_get(sc.id), 1);
 }
