@@ -111,9 +111,7 @@ static int dir_resolve(fuse_ino_t ino, dirref *d)
 	d->plen = 0;
 	d->sn = NULL;
 	switch (ino_kind(ino)) {
-	case K_FIXED:
-		if (ino != INO_VIEW)
-			return ENOTDIR;
+	case K_VIEWDIR:
 		d->sc = (scope){true, 0};
 		break;
 	case K_SEGDIR:
@@ -354,12 +352,7 @@ static int do_getattr(fuse_ino_t ino, struct stat *st)
 		}
 		case INO_CONTROL:
 		case INO_WAITDIR: dir_stat(st, ino, &S.dir_st, 2); return 0;
-		case INO_VIEW: {
-			snap *cur = snap_current();
-			dir_stat(st, ino, &cur->st, 2);
-			snap_unref(cur, 1);
-			return 0;
-		}
+
 		case INO_MERGE:
 			file_stat(st, ino, &S.dir_st, 0, 0200);
 			return 0;
@@ -374,6 +367,12 @@ static int do_getattr(fuse_ino_t ino, struct stat *st)
 		free(text);
 		file_stat(st, ino, &S.dir_st, len, 0444);
 		st->st_mtim = st->st_ctim = t;
+		return 0;
+	}
+	case K_VIEWDIR: {
+		snap *cur = snap_current();
+		dir_stat(st, ino, &cur->st, 2);
+		snap_unref(cur, 1);
 		return 0;
 	}
 	case K_CATALOG: {
@@ -613,7 +612,7 @@ static void segfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		if (!strcmp(name, "segments")) {
 			reply_ino(req, INO_SEGMENTS);
 		} else if (!strcmp(name, "view")) {
-			reply_ino(req, INO_VIEW);
+			reply_ino(req, view_ino());
 		} else if (!strcmp(name, "control")) {
 			reply_ino(req, INO_CONTROL);
 		} else {
@@ -766,6 +765,7 @@ static void segfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	case K_SEGDIR:
 	case K_PREFIX:
+	case K_VIEWDIR:
 		fuse_reply_err(req, EISDIR);
 		return;
 	default:
@@ -829,7 +829,7 @@ static void segfs_opendir(fuse_req_t req, fuse_ino_t ino,
                           struct fuse_file_info *fi)
 {
 	fi->fh = 0;
-	if (ino_kind(ino) == K_FIXED && ino != INO_VIEW) {
+	if (ino_kind(ino) == K_FIXED) {
 		if (ino == INO_MERGE) {
 			fuse_reply_err(req, ENOTDIR);
 			return;
@@ -981,7 +981,7 @@ static void fixed_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	snap *cur = snap_current();
 	if (ino == INO_ROOT) {
 		names[0] = "segments", inos[0] = INO_SEGMENTS;
-		names[1] = "view", inos[1] = INO_VIEW;
+		names[1] = "view", inos[1] = view_ino();
 		names[2] = "control", inos[2] = INO_CONTROL;
 		n = 3;
 	} else if (ino == INO_CONTROL) {

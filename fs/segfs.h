@@ -45,7 +45,6 @@ enum {
 	INO_CONTROL = 3,
 	INO_MERGE = 4,  /* control/merge */
 	INO_WAITDIR = 6, /* control/wait */
-	INO_VIEW = 7,    /* view/: always the current snapshot */
 };
 enum ino_kind {
 	K_FIXED = 0,
@@ -55,6 +54,7 @@ enum ino_kind {
 	K_PREFIX = 4,  /* a directory of -o sep: its id */
 	K_HINT = 5,    /* d_ino of a directory in a plain listing */
 	K_CATALOG = 7, /* control/catalog of one snapshot: its id */
+	K_VIEWDIR = 6, /* view/ (the current snapshot): its epoch */
 	K_WAIT = 8,    /* control/wait/ID: the job id */
 	K_STATUS = 9,  /* control/status as one lookup saw it: its text id */
 };
@@ -79,6 +79,11 @@ static inline uint64_t make_pos(uint32_t slot, uint64_t ord)
 {
 	return (uint64_t)slot << ORD_BITS | ord;
 }
+
+/* view/'s inode: it serves the current snapshot, and gets a new number
+ * when the catalog changes what it shows, so that the kernel's cached
+ * entries under the old number are never reached again (state.c). */
+static inline fuse_ino_t view_ino(void);
 
 /* ---- slots and snapshots ---------------------------------------------------- */
 
@@ -117,12 +122,18 @@ struct segfs_state {
 	pthread_mutex_t publish; /* catalog changes, one at a time */
 	_Atomic(snap *) current;
 	atomic_uint_fast64_t dead_epoch; /* bumped when a slot dies */
+	atomic_uint_fast64_t view_epoch; /* bumped when view/ changes */
 	kvs_catalog *cat;    /* under publish */
 	struct stat dir_st;  /* SEGDIR's */
 	struct fuse_session *se;
 	pthread_key_t tls_key;
 };
 extern struct segfs_state S;
+
+static inline fuse_ino_t view_ino(void)
+{
+	return make_ino(K_VIEWDIR, atomic_load(&S.view_epoch));
+}
 
 slot *slot_get(uint64_t id);
 snap *snap_get(uint64_t id);

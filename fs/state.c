@@ -493,7 +493,8 @@ static void invalidate(const snap *old, const snap *now, bool view_changed)
 				    se, INO_SEGMENTS, name, strlen(name));
 			}
 	if (view_changed) {
-		fuse_lowlevel_notify_inval_inode(se, INO_VIEW, 0, 0);
+		atomic_fetch_add(&S.view_epoch, 1);
+		fuse_lowlevel_notify_inval_inode(se, INO_ROOT, 0, 0);
 		fuse_lowlevel_notify_inval_entry(se, INO_ROOT, "view", 4);
 	}
 }

@@ -1010,6 +1010,16 @@ def test_external_change(tmp):
         check(read(m.path("view", "k1")) == b"new", "view/ serves the added segment")
         check(listdir(m.path("segments")) == [b"a.seg", b"b.seg"], "segments/ too")
         check(read(m.path("view", "k3")) == b"three", "a new key appears")
+        # again and again, the key read in a tight loop all along (a
+        # cached entry of it must not outlive a change)
+        for i in range(10):
+            build(os.path.join(d, "n%d.seg" % i), [(b"k1", 16, b"v%d" % i)], seq=3 + i)
+            subprocess.run([KVSEG, "catalog", d, "add", "n%d.seg" % i], check=True,
+                           capture_output=True)
+            deadline = time.time() + 5
+            while time.time() < deadline and read(m.path("view", "k1")) != b"v%d" % i:
+                pass
+            check(read(m.path("view", "k1")) == b"v%d" % i, "change %d is served" % i)
         subprocess.run([KVSEG, "catalog", d, "merge", "all"], check=True,
                        capture_output=True)
         deadline = time.time() + 5
