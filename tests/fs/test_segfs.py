@@ -904,6 +904,55 @@ def test_bad_requests(tmp):
     check_clean(d, "after bad requests")
 
 
+def test_random_requests(tmp):
+    """500 random requests, from the grammar's words and random bytes:
+    each is accepted or fails with one of the documented errnos, the
+    daemon survives, control/status stays JSON lines, the directory stays
+    clean."""
+    d = os.path.join(tmp, "randreq")
+    os.mkdir(d)
+    stack(d, 4, 2000, random.Random(11))
+    rng = random.Random(12)
+    words = [b"merge", b"cancel", b"all", b"s0.seg", b"s1.seg", b"s2.seg", b"s3.seg",
+             b"profile=bit", b"profile=byte", b"framing=raw", b"framing=typed",
+             b"restart=1", b"restart=65536", b"restart=99999999999999999999",
+             b"tombstones=drop", b"tombstones=keep", b"name=x.seg", b"name=",
+             b"=", b"1", b"2", b"-1", b"../s0.seg", b"s0.seg/", b"\t", b"  "]
+    allowed = {0, errno.EINVAL, errno.ENOENT, errno.EEXIST, errno.EBUSY, errno.EAGAIN}
+    m = Mount(d, "workers=1", "queue=2")
+    try:
+        for i in range(500):
+            if rng.random() < 0.2:
+                line = rng.randbytes(rng.randint(0, 64))
+            else:
+                first = rng.choice([b"merge"] * 3 + [b"cancel", rng.choice(words)])
+                line = b" ".join([first] + [rng.choice(words)
+                                            for _ in range(rng.randint(0, 5))])
+            if rng.random() < 0.8:
+                line += b"\n"
+            if not line:
+                continue
+            got = request(m, line)
+            check(got in allowed, "%r: errno %s" % (line, errno.errorcode.get(got, got)))
+        deadline = time.time() + 60
+        while time.time() < deadline and any(
+                j["state"] in ("queued", "running") for j in status(m)):
+            time.sleep(0.05)
+        states = {}
+        for j in status(m):
+            check(j["state"] in ("done", "failed", "cancelled", "rejected"),
+                  "job ended: %r" % j)
+            states[j["state"]] = states.get(j["state"], 0) + 1
+        print("  random requests: %r" % states)
+        check(states.get("done", 0) > 0 and states.get("rejected", 0) > 0,
+              "both accepted and rejected requests")
+        check(read(m.path("control", "catalog")).startswith(b"generation"),
+              "the daemon serves on")
+    finally:
+        m.close()
+    check_clean(d, "after random requests")
+
+
 def test_cancel(tmp):
     """cancel ID: a queued job at once, a running one at its next step;
     nothing is published, nothing is left."""
@@ -1038,7 +1087,7 @@ def main():
     only = sys.argv[3:]
     tests = [test_modes, test_names, test_mutations, test_large, test_threads,
              test_sep, test_bad_segment, test_corrupt_body, test_signals,
-             test_merge_live, test_retired_readers, test_bad_requests, test_cancel, test_kill_during_merge,
+             test_merge_live, test_retired_readers, test_bad_requests, test_random_requests, test_cancel, test_kill_during_merge,
              test_enospc, test_external_change]
     with tempfile.TemporaryDirectory(prefix="segfs-test-") as tmp:
         for t in tests:
