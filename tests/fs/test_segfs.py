@@ -977,6 +977,20 @@ def test_cancel(tmp):
     finally:
         m.close()
     check(dir_state(d) == before, "nothing left by the cancelled merges")
+    # unmounting (SIGTERM) while a merge runs: a clean exit, a clean
+    # directory, the old or the new generation
+    m = Mount(d)
+    check(request(m, b"merge all\n") == 0, "a merge to interrupt")
+    time.sleep(0.01)
+    m.proc.send_signal(signal.SIGTERM)
+    try:
+        rc = m.proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        rc = "hung"
+    check(rc == 0, "SIGTERM during a merge: exit %s" % rc)
+    subprocess.run(["fusermount3", "-u", "-z", m.mnt], stderr=subprocess.DEVNULL)
+    os.rmdir(m.mnt)
+    check_clean(d, "after SIGTERM during a merge")
 
 
 def test_kill_during_merge(tmp):
