@@ -20,7 +20,9 @@
  *    PROT_NONE page (testutil.h guarded_alloc) for every start and end
  *    alignment, including codes cut by the end and malformed codes;
  *  - region writers reject a code that does not fit without appending any
- *    of it (the writer is unchanged and later codes are unaffected).
+ *    of it (the writer is unchanged and later codes are unaffected);
+ *  - the conditional moves of the Golomb decoder (and their portable
+ *    version) select exactly when x < y.
  *
  * Oracle: naive encoders written here straight from the definitions in
  * codes.h, bit by bit into a bit array, and naive decoders over that bit
@@ -1985,6 +1987,60 @@ static void test_varint_fuzz(void **state)
 	arena_free(&a);
 }
 
+/* ---- the Golomb decoder's conditional moves ----------------------------- */
+
+/*
+ * kvs_select_below_ (one compare and conditional moves on x86-64) and its
+ * portable version, against the definition: where x < y, every value is
+ * replaced by its alternative, otherwise none is. Operands equal, adjacent,
+ * at the edges of the range and random.
+ */
+static void test_select_below(void **state)
+{
+	(void)state;
+	test_rng rng = test_rng_for(g_seed, 60);
+	static const uint64_t edges[] = {0,      1,          P2(63) - 1,
+	                                 P2(63), U64MAX - 1, U64MAX};
+	size_t nedges = sizeof edges / sizeof edges[0];
+	for (int iter = 0; iter < 200000; iter++) {
+		uint64_t x = iter % 3 ? test_rng_wide(&rng)
+		                      : edges[test_rng_below(&rng, nedges)];
+		uint64_t y;
+		switch (iter % 4) {
+		case 0:
+			y = x;
+			break;
+		case 1:
+			y = x + 1;
+			break;
+		case 2:
+			y = x - 1;
+			break;
+		default:
+			y = iter % 3 ? test_rng_wide(&rng)
+			             : edges[test_rng_below(&rng, nedges)];
+		}
+		uint64_t keep[4], alt[4], fast[4], port[4];
+		for (int i = 0; i < 4; i++) {
+			keep[i] = fast[i] = port[i] = test_rng_next(&rng);
+			alt[i] = test_rng_next(&rng);
+		}
+		kvs_select_below_(x, y, &fast[0], alt[0], &fast[1], alt[1],
+		                  &fast[2], alt[2], &fast[3], alt[3]);
+		kvs_select_below_portable_(x, y, &port[0], alt[0], &port[1],
+		                           alt[1], &port[2], alt[2], &port[3],
+		                           alt[3]);
+		for (int i = 0; i < 4; i++) {
+			uint64_t want = x < y ? alt[i] : keep[i];
+			CHECK(fast[i] == want && port[i] == want,
+			      "select of value %d for x = 0x%llx, y = 0x%llx: "
+			      "got 0x%llx (portable 0x%llx), expected 0x%llx",
+			      i, ULL(x), ULL(y), ULL(fast[i]), ULL(port[i]),
+			      ULL(want));
+		}
+	}
+}
+
 int main(void)
 {
 	g_seed = test_seed_from_env("test_codes", g_seed);
@@ -1998,6 +2054,7 @@ int main(void)
 	    cmocka_unit_test(test_golomb_boundaries),
 	    cmocka_unit_test(test_golomb_random),
 	    cmocka_unit_test(test_golomb_errors),
+	    cmocka_unit_test(test_select_below),
 	    cmocka_unit_test(test_fixed),
 	    cmocka_unit_test(test_mixed_streams),
 	    cmocka_unit_test(test_guard_codes),

@@ -139,25 +139,92 @@ kvs_status kvs_put_golomb(kvs_bitwriter *w, const kvs_golomb *g,
 kvs_status kvs_get_golomb_slow(kvs_bitreader *r, kvs_golomb g, uint64_t *out);
 
 /*
- * The fast path covers 1 <= b <= 32 (2 <= m <= 2^32), where q * m + r cannot
- * overflow for any run that fits the reservoir; see kvs_get_eg for `head`.
- * The reservoir starts with q zeros and a one, so "the b - 1 bits after the
- * one are below u" is one compare of the reservoir with short_mark >> q.
- * Both possible next reservoirs are shifted meanwhile and the compare picks
- * one, which keeps the code's length off the critical path. The q + 1 + b
- * (or q + b) leading bits, read as an integer, are 2^b + r + u (or
- * 2^(b-1) + r): one shift and a bias give the remainder.
+ * Where x < y, replaces *a, *b, *c and *d by a_y, b_y, c_y and d_y.
+ * kvs_select_below_ does it with one compare and four conditional moves on
+ * x86-64: a compiler turns such a group of selects on one condition into a
+ * branch, which the short-or-long choice of a Golomb code (data, not a
+ * pattern) would mispredict. Elsewhere it is the portable version.
+ */
+static inline void kvs_select_below_portable_(uint64_t x, uint64_t y,
+                                              uint64_t *a, uint64_t a_y,
+                                              uint64_t *b, uint64_t b_y,
+                                              uint64_t *c, uint64_t c_y,
+                                              uint64_t *d, uint64_t d_y)
+{
+	if (x < y) {
+		*a = a_y;
+		*b = b_y;
+		*c = c_y;
+		*d = d_y;
+	}
+}
+
+static inline void kvs_select_below_(uint64_t x, uint64_t y, uint64_t *a,
+                                     uint64_t a_y, uint64_t *b, uint64_t b_y,
+                                     uint64_t *c, uint64_t c_y, uint64_t *d,
+                                     uint64_t d_y)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	uint64_t va, vb, vc, vd;
+	/* Early-clobber outputs: no input may share their registers. */
+	__asm__("cmp %[y], %[x]\n\t"
+	        "cmovb %[a_y], %[a]\n\t"
+	        "cmovb %[b_y], %[b]\n\t"
+	        "cmovb %[c_y], %[c]\n\t"
+	        "cmovb %[d_y], %[d]"
+	        : [a] "=&r"(va), [b] "=&r"(vb), [c] "=&r"(vc), [d] "=&r"(vd)
+	        : "[a]"(*a), "[b]"(*b), "[c]"(*c),
+	          "[d]"(*d), [x] "r"(x), [y] "r"(y), [a_y] "r"(a_y),
+	          [b_y] "r"(b_y), [c_y] "r"(c_y), [d_y] "r"(d_y)
+	        : "cc");
+	*a = va;
+	*b = vb;
+	*c = vc;
+	*d = vd;
+#else
+	kvs_select_below_portable_(x, y, a, a_y, b, b_y, c, c_y, d, d_y);
+#endif
+}
+
+/*
+ * The fast paths cover 1 <= b <= 32 (2 <= m <= 2^32), where q * m + r cannot
+ * overflow for any run that fits the reservoir. A code that lies wholly in
+ * the reservoir as it was before the refill (`head`, see kvs_get_eg), as
+ * nearly every code of a stream of short codes does, is decided from head
+ * alone: the refill only feeds the codes after it and stays off this code's
+ * critical path. head starts with q zeros and a one, so "the b - 1 bits
+ * after the one are below u" is one compare of head with short_mark >> q,
+ * and the compare picks the next reservoir, the bits left, the shift and
+ * the bias of the short or the long code, all computed meanwhile. The
+ * q + 1 + b (or q + b) leading bits, read as an integer, are 2^b + r + u (or
+ * 2^(b-1) + r): one shift and the bias give the remainder. A code that
+ * reaches into the refilled bits is decided the same way from the refilled
+ * reservoir.
  */
 static inline kvs_status kvs_get_golomb(kvs_bitreader *r, const kvs_golomb *g,
                                         uint64_t *out)
 {
 	uint64_t head = r->reservoir;
+	unsigned held = r->avail;
 	kvs_br_refill(r);
 	unsigned b = g->b;
 	if (__builtin_expect(head != 0 && b - 1 < 32, 1)) {
 		unsigned q = (unsigned)__builtin_clzll(head);
 		unsigned len = q + 1 + b; /* of a long code */
-		if (__builtin_expect(len <= r->avail, 1)) {
+		if (__builtin_expect(len <= held, 1)) {
+			uint64_t res = r->reservoir;
+			uint64_t after = res << len, left = r->avail - len;
+			uint64_t drop = 64 - len, bias = g->long_bias;
+			kvs_select_below_(head, g->short_mark >> q, &after,
+			                  res << (len - 1), &left, left + 1,
+			                  &drop, drop + 1, &bias,
+			                  g->short_bias);
+			*out = (uint64_t)q * g->m + (head >> drop) - bias;
+			r->reservoir = after;
+			r->avail = (unsigned)left;
+			return KVS_OK;
+		}
+		if (len <= r->avail) { /* the code reaches into the refill */
 			uint64_t res = r->reservoir;
 			bool is_short = res < (g->short_mark >> q);
 			uint64_t after_short = res << (len - 1);
