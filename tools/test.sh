@@ -2,7 +2,7 @@
 # test.sh — the README's test command and what CI runs (.ci/run): install
 # what is missing, build with warnings as errors and run every test, then
 # build again with AddressSanitizer and UndefinedBehaviorSanitizer and run
-# every test again, then fuzz the segment reader with libFuzzer for a minute.
+# every test again, then fuzz the parsers of untrusted bytes with libFuzzer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,7 +36,7 @@ echo "== fuzz (60 s)"
 # clang for libFuzzer; -Dfuzz=true also puts the sanitizers everywhere.
 CC=clang configure build-fuzz --werror -Dfuzz=true -Dbench=disabled
 ninja -C build-fuzz tests/fuzz/fuzz_segment tests/fuzz/fuzz_segment_seeds \
-	tests/fuzz/fuzz_catalog
+	tests/fuzz/fuzz_catalog tests/fuzz/fuzz_names
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 build-fuzz/tests/fuzz/fuzz_segment_seeds "$corpus"
@@ -65,4 +65,15 @@ fi
 grep -E '^(Done|stat::number_of_executed_units)' \
 	build-fuzz/fuzz-catalog.log || true
 
-echo "== all tests passed (release and sanitizer builds, 80 s of fuzzing)"
+echo "== fuzz segfs's name mapping (10 s)"
+if ! build-fuzz/tests/fuzz/fuzz_names -max_total_time=10 -timeout=10 \
+	-artifact_prefix=build-fuzz/fuzz-artifacts/ -print_final_stats=1 \
+	>build-fuzz/fuzz-names.log 2>&1; then
+	tail -n 60 build-fuzz/fuzz-names.log >&2
+	echo "fuzz_names failed; the input is in build-fuzz/fuzz-artifacts/" >&2
+	exit 1
+fi
+grep -E '^(Done|stat::number_of_executed_units)' \
+	build-fuzz/fuzz-names.log || true
+
+echo "== all tests passed (release and sanitizer builds, 90 s of fuzzing)"
