@@ -1541,8 +1541,14 @@ int main(int argc, char *argv[])
 	/* threads after the fork of fuse_daemonize */
 	S.se = se;
 	int e = control_start();
-	if (!e)
-		e = state_watch_start();
+	if (!e && (e = state_watch_start()) != 0) {
+		/* serve on; only other processes' changes go unseen */
+		fprintf(stderr,
+		        "segfs: cannot watch %s for catalog changes (%s); "
+		        "changes by other processes will not be served\n",
+		        S.segdir, strerror(e));
+		e = 0;
+	}
 	if (e) {
 		fprintf(stderr, "segfs: starting threads: %s\n", strerror(e));
 		ret = -1;
