@@ -926,7 +926,10 @@ def test_random_requests(tmp):
                 line = rng.randbytes(rng.randint(0, 64))
             else:
                 first = rng.choice([b"merge"] * 3 + [b"cancel", rng.choice(words)])
-                line = b" ".join([first] + [rng.choice(words)
+                # the live names too, so that some requests are good
+                live = listdir(m.path("segments"))
+                pool = words + live * 3
+                line = b" ".join([first] + [rng.choice(pool)
                                             for _ in range(rng.randint(0, 5))])
             if rng.random() < 0.8:
                 line += b"\n"
