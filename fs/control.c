@@ -317,29 +317,27 @@ static void wait_interrupted(fuse_req_t req, void *data)
 
 void control_wait(fuse_req_t req, uint64_t id, size_t size, off_t off)
 {
+	/* First, while no job end can reply to req: libfuse may call
+	 * wait_interrupted from here (it then finds no waiter), and a reply
+	 * from another thread during this call would free req under it. */
+	fuse_req_interrupt_func(req, wait_interrupted, NULL);
+	waiter *w = malloc(sizeof *w);
 	pthread_mutex_lock(&J.lock);
 	job *j = find_job(id);
-	if (!j) {
-		pthread_mutex_unlock(&J.lock);
-		fuse_reply_err(req, ENOENT);
-		return;
-	}
-	if (ended(j) || J.stopping) {
+	int err = !j ? ENOENT : !w ? ENOMEM : 0;
+	if (!err && (ended(j) || J.stopping)) {
 		reply_wait(req, j, size, off);
-		pthread_mutex_unlock(&J.lock);
-		return;
+	} else if (!err && fuse_req_interrupted(req)) {
+		err = EINTR;
+	} else if (!err) {
+		*w = (waiter){req, id, size, off, J.waiters};
+		J.waiters = w;
+		w = NULL;
 	}
-	waiter *w = malloc(sizeof *w);
-	if (!w) {
-		pthread_mutex_unlock(&J.lock);
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	*w = (waiter){req, id, size, off, J.waiters};
-	J.waiters = w;
 	pthread_mutex_unlock(&J.lock);
-	/* may call wait_interrupted at once, which takes J.lock */
-	fuse_req_interrupt_func(req, wait_interrupted, NULL);
+	free(w);
+	if (err)
+		fuse_reply_err(req, err);
 }
 
 /* Under J.lock: job j ended; answer whoever waits for it. */
@@ -1024,8 +1022,11 @@ static void run(job *j)
 	                                            : FAILED;
 	if (end == DONE) {
 		struct stat sb;
-		if (stat(out_path, &sb) == 0)
+		if (stat(out_path, &sb) == 0) {
+			pthread_mutex_lock(&J.lock); /* status lines read it */
 			j->bytes_out = (uint64_t)sb.st_size;
+			pthread_mutex_unlock(&J.lock);
+		}
 		if (atomic_load(&j->cancel)) {
 			unlink(out_path);
 			end = CANCELLED;

@@ -92,7 +92,7 @@ static int scope_check(const scope *sc, snap **sn)
 		return 0;
 	}
 	slot *s = slot_get(sc->id);
-	return s && s->seg ? 0 : ENOENT;
+	return slot_alive(s) ? 0 : ENOENT;
 }
 
 static void dir_release(dirref *d)
@@ -146,7 +146,7 @@ static int scope_cursors(const dirref *d, kvs_cursor ***out, size_t *n)
 		slot *s = slot_get(d->sc.view ? d->sn->live[i] : d->sc.id);
 		if (!(c[i] = slot_cursor(s))) {
 			free(c);
-			return s && s->seg ? ENOMEM : ENOENT;
+			return slot_alive(s) ? ENOMEM : ENOENT;
 		}
 	}
 	*out = c;
@@ -291,7 +291,7 @@ static int key_at(uint64_t id, uint64_t ord, kvs_cursor **out)
 		return ENOENT;
 	kvs_cursor *c = slot_cursor(s);
 	if (!c)
-		return s->seg ? ENOMEM : ESTALE;
+		return slot_alive(s) ? ENOMEM : ESTALE;
 	kvs_status st = kvs_cursor_seek_ordinal(c, ord);
 	if (st != KVS_OK)
 		return kvs_errno(st);
@@ -389,7 +389,7 @@ static int do_getattr(fuse_ino_t ino, struct stat *st)
 		return 0;
 	case K_SEGDIR: {
 		slot *s = slot_get(low);
-		if (!s || !s->seg)
+		if (!slot_alive(s))
 			return ENOENT;
 		dir_stat(st, ino, &s->st, 2);
 		return 0;

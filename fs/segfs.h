@@ -136,6 +136,11 @@ static inline fuse_ino_t view_ino(void)
 }
 
 slot *slot_get(uint64_t id);
+/* Is the slot's segment still open (readable without S.lock)? */
+static inline bool slot_alive(const slot *s)
+{
+	return s && __atomic_load_n(&s->seg, __ATOMIC_ACQUIRE) != NULL;
+}
 snap *snap_get(uint64_t id);
 void slot_ref(slot *s, uint64_t n);
 void slot_unref(slot *s, uint64_t n);

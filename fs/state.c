@@ -109,8 +109,9 @@ static void slot_die(slot *s)
 {
 	if (!s->seg)
 		return;
-	kvs_segment_unref(s->seg);
-	s->seg = NULL;
+	kvs_segment *seg = s->seg;
+	__atomic_store_n(&s->seg, NULL, __ATOMIC_RELEASE);
+	kvs_segment_unref(seg);
 	atomic_fetch_add(&S.dead_epoch, 1);
 	if (s->linked) {
 		char path[PATH_MAX];
@@ -641,7 +642,7 @@ kvs_cursor *slot_cursor(slot *s)
 	if (t->epoch != epoch) { /* close the cursors of dead slots */
 		pthread_mutex_lock(&S.lock);
 		for (size_t i = 0; i < t->cap; i++)
-			if (t->cur[i] && !slot_get(i)->seg) {
+			if (t->cur[i] && !slot_alive(slot_get(i))) {
 				kvs_cursor_close(t->cur[i]);
 				t->cur[i] = NULL;
 			}

@@ -2,7 +2,8 @@
 # test.sh — the README's test command and what CI runs (.ci/run): install
 # what is missing, build with warnings as errors and run every test, then
 # build again with AddressSanitizer and UndefinedBehaviorSanitizer and run
-# every test again, then fuzz the parsers of untrusted bytes with libFuzzer.
+# every test again, then run segfs's tests under ThreadSanitizer, then fuzz
+# the parsers of untrusted bytes with libFuzzer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +32,13 @@ ninja -C build-san
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	meson test -C build-san --print-errorlogs --no-suite large
+
+echo "== ThreadSanitizer: segfs (the multi-threaded part) and its tests"
+configure build-tsan --werror -Dbuildtype=debugoptimized \
+	-Db_sanitize=thread -Dbench=disabled
+ninja -C build-tsan fs/segfs tools/kvseg
+TSAN_OPTIONS=halt_on_error=1 \
+	meson test -C build-tsan --no-rebuild --print-errorlogs --suite fs
 
 echo "== fuzz (60 s)"
 # clang for libFuzzer; -Dfuzz=true also puts the sanitizers everywhere.
