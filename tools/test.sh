@@ -84,4 +84,4 @@ fi
 grep -E '^(Done|stat::number_of_executed_units)' \
 	build-fuzz/fuzz-names.log || true
 
-echo "== all tests passed (release and sanitizer builds, 90 s of fuzzing)"
+echo "== all tests passed (release, ASan+UBSan and TSan builds, 90 s of fuzzing)"
