@@ -45,43 +45,35 @@ echo "== fuzz (60 s)"
 CC=clang configure build-fuzz --werror -Dfuzz=true -Dbench=disabled
 ninja -C build-fuzz tests/fuzz/fuzz_segment tests/fuzz/fuzz_segment_seeds \
 	tests/fuzz/fuzz_catalog tests/fuzz/fuzz_names
+mkdir -p build-fuzz/fuzz-artifacts
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
-build-fuzz/tests/fuzz/fuzz_segment_seeds "$corpus"
-mkdir -p build-fuzz/fuzz-artifacts
-# libFuzzer's progress lines go to a log; its final statistics are shown.
-if ! build-fuzz/tests/fuzz/fuzz_segment -max_total_time=60 -timeout=10 \
-	-artifact_prefix=build-fuzz/fuzz-artifacts/ -print_final_stats=1 \
-	"$corpus" >build-fuzz/fuzz.log 2>&1; then
-	tail -n 60 build-fuzz/fuzz.log >&2
-	echo "fuzz_segment failed; the input is in build-fuzz/fuzz-artifacts/" >&2
-	exit 1
-fi
-grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)' \
-	build-fuzz/fuzz.log || true
+
+# fuzz TARGET SECONDS [CORPUS]: libFuzzer's progress lines go to
+# build-fuzz/TARGET.log; its final statistics are shown, and a crash shows
+# the log's end and stops the run.
+fuzz() {
+	local target=$1 seconds=$2 log=build-fuzz/$1.log
+	shift 2
+	if ! "build-fuzz/tests/fuzz/$target" -max_total_time="$seconds" \
+		-timeout=10 -artifact_prefix=build-fuzz/fuzz-artifacts/ \
+		-print_final_stats=1 "$@" >"$log" 2>&1; then
+		tail -n 60 "$log" >&2
+		echo "$target failed; the input is in build-fuzz/fuzz-artifacts/" >&2
+		exit 1
+	fi
+	grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)' \
+		"$log" || true
+}
+
+mkdir -p "$corpus/segment" "$corpus/catalog"
+build-fuzz/tests/fuzz/fuzz_segment_seeds "$corpus/segment"
+fuzz fuzz_segment 60 "$corpus/segment"
 
 echo "== fuzz the catalog parser (20 s)"
-catalog_corpus=$(mktemp -d)
-trap 'rm -rf "$corpus" "$catalog_corpus"' EXIT
-if ! build-fuzz/tests/fuzz/fuzz_catalog -max_total_time=20 -timeout=10 \
-	-artifact_prefix=build-fuzz/fuzz-artifacts/ -print_final_stats=1 \
-	"$catalog_corpus" >build-fuzz/fuzz-catalog.log 2>&1; then
-	tail -n 60 build-fuzz/fuzz-catalog.log >&2
-	echo "fuzz_catalog failed; the input is in build-fuzz/fuzz-artifacts/" >&2
-	exit 1
-fi
-grep -E '^(Done|stat::number_of_executed_units)' \
-	build-fuzz/fuzz-catalog.log || true
+fuzz fuzz_catalog 20 "$corpus/catalog"
 
 echo "== fuzz segfs's name mapping (10 s)"
-if ! build-fuzz/tests/fuzz/fuzz_names -max_total_time=10 -timeout=10 \
-	-artifact_prefix=build-fuzz/fuzz-artifacts/ -print_final_stats=1 \
-	>build-fuzz/fuzz-names.log 2>&1; then
-	tail -n 60 build-fuzz/fuzz-names.log >&2
-	echo "fuzz_names failed; the input is in build-fuzz/fuzz-artifacts/" >&2
-	exit 1
-fi
-grep -E '^(Done|stat::number_of_executed_units)' \
-	build-fuzz/fuzz-names.log || true
+fuzz fuzz_names 10
 
 echo "== all tests passed (release, ASan+UBSan and TSan builds, 90 s of fuzzing)"
