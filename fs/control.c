@@ -415,14 +415,6 @@ static void reject(char *text, const req_error *e)
 	pthread_mutex_unlock(&J.lock);
 }
 
-static bool name_syntax_ok(const char *s)
-{
-	size_t n = strlen(s);
-	return n > 0 && n <= KVS_CATALOG_MAX_NAME && s[0] != '.' &&
-	       !strchr(s, '/') && strcmp(s, KVS_CATALOG_FILE) != 0 &&
-	       strcmp(s, "CATALOG.lock") != 0;
-}
-
 static void free_job(job *j)
 {
 	if (!j)
@@ -438,7 +430,7 @@ static void free_job(job *j)
 static bool output_taken(const char *name)
 {
 	char path[PATH_MAX];
-	snprintf(path, sizeof path, "%s/%s", S.segdir, name);
+	segdir_path(path, name, NULL);
 	if (access(path, F_OK) == 0 || errno != ENOENT)
 		return true;
 	for (job *j = J.first; j; j = j->next) /* under J.lock */
@@ -485,7 +477,7 @@ static int parse_merge(char **tok, size_t ntok, const snap *cur, job *j,
 				all = true;
 				continue;
 			}
-			if (!name_syntax_ok(s)) {
+			if (!kvs_catalog_name_valid(s)) {
 				rc = fail(e, EINVAL,
 				          "'%.100s' cannot be a segment name "
 				          "(empty, too long, with '/', or "
@@ -543,7 +535,7 @@ static int parse_merge(char **tok, size_t ntok, const snap *cur, job *j,
 			break;
 		}
 		case 3:
-			if (!name_syntax_ok(v))
+			if (!kvs_catalog_name_valid(v))
 				rc = fail(e, EINVAL,
 				          "name=%.100s cannot be a segment name",
 				          v);
@@ -922,10 +914,8 @@ static int publish(job *j, const char *out_path)
 		 * gone, and tells a later mount what to remove if we die
 		 * (state.c, recover_retired) */
 		for (; linked < j->n; linked++) {
-			snprintf(path, sizeof path, "%s/%s", S.segdir,
-			         j->names[linked]);
-			snprintf(link_path, sizeof link_path, "%s/.%s.retired",
-			         S.segdir, j->names[linked]);
+			segdir_path(path, j->names[linked], NULL);
+			segdir_path(link_path, j->names[linked], "retired");
 			unlink(link_path);
 			if (link(path, link_path) < 0) {
 				set_error(j, "%s: %s", link_path,
@@ -944,8 +934,7 @@ static int publish(job *j, const char *out_path)
 		if (st != KVS_E_IO || linked == j->n)
 			set_error(j, "publishing: %s", err.message);
 		for (size_t k = 0; k < linked; k++) {
-			snprintf(link_path, sizeof link_path, "%s/.%s.retired",
-			         S.segdir, j->names[k]);
+			segdir_path(link_path, j->names[k], "retired");
 			unlink(link_path);
 		}
 		return -1;
@@ -957,8 +946,7 @@ static int publish(job *j, const char *out_path)
 			slot_get(j->inputs[k])->linked = true;
 		pthread_mutex_unlock(&S.lock);
 		for (size_t k = 0; k < j->n; k++) {
-			snprintf(path, sizeof path, "%s/%s", S.segdir,
-			         j->names[k]);
+			segdir_path(path, j->names[k], NULL);
 			unlink(path);
 		}
 	}
@@ -990,10 +978,10 @@ static void run(job *j)
 	}
 	pthread_mutex_unlock(&S.lock);
 	char out_path[PATH_MAX], mark[PATH_MAX];
-	snprintf(out_path, sizeof out_path, "%s/%s", S.segdir, j->out);
+	segdir_path(out_path, j->out, NULL);
 	/* .OUT.merging tells a later mount to remove OUT should we die
 	 * before it is published (state.c, recover_marks) */
-	snprintf(mark, sizeof mark, "%s/.%s.merging", S.segdir, j->out);
+	segdir_path(mark, j->out, "merging");
 	if (ok) {
 		int fd = open(mark, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
 		              0644);

@@ -292,6 +292,12 @@ static int key_at(uint64_t id, uint64_t ord, kvs_cursor **out)
 	kvs_cursor *c = slot_cursor(s);
 	if (!c)
 		return slot_alive(s) ? ENOMEM : ESTALE;
+	/* a lookup leaves this thread's cursor on the record its reply then
+	 * describes, and the kernel's read usually follows: no second seek */
+	if (kvs_cursor_valid(c) && kvs_cursor_ordinal(c) == ord) {
+		*out = c;
+		return 0;
+	}
 	kvs_status st = kvs_cursor_seek_ordinal(c, ord);
 	if (st != KVS_OK)
 		return kvs_errno(st);

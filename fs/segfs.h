@@ -26,6 +26,7 @@
 #define FUSE_USE_VERSION 312
 
 #include <fuse_lowlevel.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -134,6 +135,9 @@ static inline fuse_ino_t view_ino(void)
 {
 	return make_ino(K_VIEWDIR, atomic_load(&S.view_epoch));
 }
+
+/* SEGDIR/NAME, or with mark SEGDIR/.NAME.MARK (.retired, .merging). */
+void segdir_path(char out[PATH_MAX], const char *name, const char *mark);
 
 slot *slot_get(uint64_t id);
 /* Is the slot's segment still open (readable without S.lock)? */

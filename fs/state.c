@@ -98,10 +98,12 @@ snap *snap_get(uint64_t id) { return tab_get(&snaps, id); }
 
 /* ---- counts, deaths ----------------------------------------------------------- */
 
-static void path_of(char out[PATH_MAX], const char *name, bool retired)
+void segdir_path(char out[PATH_MAX], const char *name, const char *mark)
 {
-	snprintf(out, PATH_MAX, retired ? "%s/.%s.retired" : "%s/%s",
-	         S.segdir, name);
+	if (mark)
+		snprintf(out, PATH_MAX, "%s/.%s.%s", S.segdir, name, mark);
+	else
+		snprintf(out, PATH_MAX, "%s/%s", S.segdir, name);
 }
 
 /* Under S.lock: the slot has no reader left. */
@@ -115,7 +117,7 @@ static void slot_die(slot *s)
 	atomic_fetch_add(&S.dead_epoch, 1);
 	if (s->linked) {
 		char path[PATH_MAX];
-		path_of(path, s->name, true);
+		segdir_path(path, s->name, "retired");
 		if (unlink(path) < 0 && errno != ENOENT)
 			fprintf(stderr, "segfs: %s: %s\n", path,
 			        strerror(errno));
@@ -173,7 +175,7 @@ static int slot_open(const kvs_catalog_entry *e, slot **out, kvs_error *err)
 		return kvs_error_set(err, KVS_E_NOMEM, "out of memory"), ENOMEM;
 	snprintf(s->name, sizeof s->name, "%s", e->name);
 	char path[PATH_MAX];
-	path_of(path, e->name, false);
+	segdir_path(path, e->name, NULL);
 	kvs_status st = kvs_segment_open(&s->seg, path, err);
 	if (st == KVS_OK) {
 		kvs_segment_info_get(s->seg, &s->info);
@@ -288,7 +290,7 @@ static int snap_build(const snap *cur, snap **out, kvs_error *err)
 		live[nlive++] = UINT32_MAX; /* numbered below */
 	}
 	char cpath[PATH_MAX];
-	snprintf(cpath, sizeof cpath, "%s/%s", S.segdir, KVS_CATALOG_FILE);
+	segdir_path(cpath, KVS_CATALOG_FILE, NULL);
 	if (!rc && stat(cpath, &sn->st) < 0)
 		sn->st = S.dir_st;
 	pthread_mutex_lock(&S.lock);
@@ -373,8 +375,8 @@ static void recover_marks(void)
 			live |= !strcmp(kvs_catalog_entry_at(S.cat, i)->name,
 			                name);
 		char mark[PATH_MAX], orig[PATH_MAX];
-		snprintf(mark, sizeof mark, "%s/%s", S.segdir, de->d_name);
-		path_of(orig, name, false);
+		segdir_path(mark, de->d_name, NULL);
+		segdir_path(orig, name, NULL);
 		struct stat a, b;
 		if (!live && lstat(orig, &b) == 0 &&
 		    (merging || (lstat(mark, &a) == 0 && a.st_ino == b.st_ino &&
@@ -413,7 +415,7 @@ static void free_slot(void *p)
 		if (s->seg && s->retired && s->linked) {
 			/* nobody reads it after unmount */
 			char path[PATH_MAX];
-			path_of(path, s->name, true);
+			segdir_path(path, s->name, "retired");
 			unlink(path);
 		}
 		kvs_segment_unref(s->seg);

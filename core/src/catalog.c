@@ -96,6 +96,11 @@ static bool name_ok(const char *name, size_t len)
 	return true;
 }
 
+bool kvs_catalog_name_valid(const char *name)
+{
+	return name && name_ok(name, strnlen(name, KVS_CATALOG_MAX_NAME + 1));
+}
+
 static kvs_status check_name(const char *dir, const char *name,
                              const char *what, kvs_error *err)
 {

@@ -79,6 +79,10 @@ const kvs_catalog_entry *kvs_catalog_entry_at(const kvs_catalog *c, size_t i);
 /* The directory, as given to open. */
 const char *kvs_catalog_dir(const kvs_catalog *c);
 
+/* Is name one a catalog may hold: 1..255 bytes, no '/', not starting with
+ * '.', not CATALOG or CATALOG.lock (FORMAT.md §10.2)? */
+bool kvs_catalog_name_valid(const char *name);
+
 /* Appends the segment file name (in the directory) as the newest and
  * publishes; the handle moves to the new generation. A name is 1..255
  * bytes without '/', not starting with '.' and not CATALOG or
