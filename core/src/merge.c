@@ -14,7 +14,8 @@
 #include <string.h>
 
 #include "kvseg/merge.h"
-#include "segment_internal.h"
+#include "cursor_internal.h"
+#include "writer_internal.h"
 
 #define PROGRESS_EVERY 65536 /* input records between progress calls */
 
@@ -77,10 +78,20 @@ static kvs_status input_failed(merge *m, size_t i, kvs_status st)
 	                     kvs_cursor_ordinal(m->cur[i]), kvs_strerror(st));
 }
 
+/* How the inputs are decoded: in line with their mode as a constant, when
+ * every input has it, or through kvs_cursor_next. */
+enum { IN_ANY, IN_BYTE, IN_BIT_DEFAULT };
+
 /* Moves input i to its next record, counting and reporting progress. */
-static kvs_status advance(merge *m, size_t i)
+static inline __attribute__((always_inline)) kvs_status
+advance_with(merge *m, size_t i, int in)
 {
-	kvs_status st = kvs_cursor_next(m->cur[i]);
+	kvs_cursor *c = m->cur[i];
+	kvs_status st =
+	    in == IN_BYTE  ? seg_cursor_next_with(c, KVS_PROFILE_BYTE, NULL)
+	    : in == IN_BIT_DEFAULT
+	        ? seg_cursor_next_with(c, KVS_PROFILE_BIT, seg_default_fields)
+	        : kvs_cursor_next(c);
 	if (st != KVS_OK)
 		return input_failed(m, i, st);
 	if (++m->st.input_records >= m->next_progress && m->opt->progress) {
@@ -95,9 +106,16 @@ static kvs_status advance(merge *m, size_t i)
 	return KVS_OK;
 }
 
+static kvs_status advance(merge *m, size_t i)
+{
+	return advance_with(m, i, IN_ANY);
+}
+
 /* Writes input i's current record (the newest binding of its key), unless
- * it is a tombstone and this is a strong delete. */
-static kvs_status emit(merge *m, size_t i)
+ * it is a tombstone and this is a strong delete. profile and fields are
+ * the output's (see seg_writer_add_inline). */
+static inline __attribute__((always_inline)) kvs_status
+emit_with(merge *m, size_t i, kvs_profile profile, const seg_field *fields)
 {
 	kvs_cursor *c = m->cur[i];
 	kvs_kind kind = c->kind;
@@ -107,20 +125,34 @@ static kvs_status emit(merge *m, size_t i)
 	}
 	const uint8_t *value = c->value; /* byte profile: in place */
 	size_t len = (size_t)c->value_len;
+	unsigned shift = 0;
 	if (c->seg->profile == KVS_PROFILE_BIT && len) {
-		kvs_status st = kvs_cursor_value(c, &value, &len);
-		if (st != KVS_OK)
-			return input_failed(m, i, st);
+		/* in place too: the value ends the record, where the reader
+		 * is, and the writer copies its bits without a buffer */
+		uint64_t bit = kvs_br_position(&c->br) - 8 * (uint64_t)len;
+		value = c->seg->stream + bit / 8;
+		shift = (unsigned)(bit & 7);
 	}
-	kvs_status st = kvs_writer_add(m->w, c->key, c->key_bits, kind, value,
-	                               len, m->err);
+	kvs_status st =
+	    seg_writer_add_inline(m->w, c->key, c->key_bits, kind, value,
+	                          shift, len, profile, fields, m->err);
 	if (st == KVS_OK)
 		m->st.output_records++;
 	return st;
 }
 
+/* The output's mode as the writer's inline path wants it. */
+static kvs_status emit(merge *m, size_t i)
+{
+	const kvs_writer *w = m->w;
+	if (w->opt.profile == KVS_PROFILE_BYTE)
+		return emit_with(m, i, KVS_PROFILE_BYTE, seg_default_fields);
+	return emit_with(m, i, KVS_PROFILE_BIT, w->fields);
+}
+
 /* Two inputs: one compare per round, no tree. */
-static kvs_status merge_two(merge *m)
+static inline __attribute__((always_inline)) kvs_status
+merge_two_with(merge *m, int in, kvs_profile profile, const seg_field *fields)
 {
 	kvs_cursor *a = m->cur[0], *b = m->cur[1];
 	kvs_status st = KVS_OK;
@@ -134,19 +166,54 @@ static kvs_status merge_two(merge *m)
 			cmp = seg_key_compare(a->key, a->key_bits, b->key,
 			                      b->key_bits);
 		if (cmp < 0) {
-			if ((st = emit(m, 0)) == KVS_OK)
-				st = advance(m, 0);
+			if ((st = emit_with(m, 0, profile, fields)) == KVS_OK)
+				st = advance_with(m, 0, in);
 		} else if (cmp > 0) {
-			if ((st = emit(m, 1)) == KVS_OK)
-				st = advance(m, 1);
+			if ((st = emit_with(m, 1, profile, fields)) == KVS_OK)
+				st = advance_with(m, 1, in);
 		} else { /* the newer input wins */
 			m->st.replaced++;
-			if ((st = emit(m, 1)) == KVS_OK &&
-			    (st = advance(m, 1)) == KVS_OK)
-				st = advance(m, 0);
+			if ((st = emit_with(m, 1, profile, fields)) == KVS_OK &&
+			    (st = advance_with(m, 1, in)) == KVS_OK)
+				st = advance_with(m, 0, in);
 		}
 	}
 	return st;
+}
+
+/*
+ * Instantiated for the usual modes: inputs and output in the byte profile,
+ * or all in the bit profile with the default codes. Flattened: GCC would
+ * otherwise stop inlining the reader's and the writer's small helpers
+ * into so large a loop, and pass their state through memory.
+ */
+__attribute__((flatten)) static kvs_status merge_two_byte(merge *m)
+{
+	return merge_two_with(m, IN_BYTE, KVS_PROFILE_BYTE, seg_default_fields);
+}
+
+__attribute__((flatten)) static kvs_status merge_two_bit(merge *m)
+{
+	return merge_two_with(m, IN_BIT_DEFAULT, KVS_PROFILE_BIT,
+	                      seg_default_fields);
+}
+
+static kvs_status merge_two(merge *m)
+{
+	const kvs_writer *w = m->w;
+	const kvs_segment *a = m->cur[0]->seg, *b = m->cur[1]->seg;
+	bool out_byte = w->opt.profile == KVS_PROFILE_BYTE;
+	if (out_byte && a->profile == KVS_PROFILE_BYTE &&
+	    b->profile == KVS_PROFILE_BYTE)
+		return merge_two_byte(m);
+	if (!out_byte && w->default_codes && a->profile == KVS_PROFILE_BIT &&
+	    a->default_codes && b->profile == KVS_PROFILE_BIT &&
+	    b->default_codes)
+		return merge_two_bit(m);
+	if (out_byte)
+		return merge_two_with(m, IN_ANY, KVS_PROFILE_BYTE,
+		                      seg_default_fields);
+	return merge_two_with(m, IN_ANY, KVS_PROFILE_BIT, w->fields);
 }
 
 static kvs_status merge_tree(merge *m)

@@ -113,6 +113,15 @@ static inline __attribute__((always_inline)) kvs_status seg_field_get(kvs_bitrea
 	return KVS_OK;
 }
 
+/* The codes of kvs_default_codes() as constants: code instantiated with
+ * them (the cursor's decoder, the writer's encoder) folds each field's
+ * code into straight-line EG coding. */
+static const seg_field seg_default_fields[KVS_FIELD_COUNT] = {
+    {{KVS_CODE_EG, 2, 1}, {0, 0, 0, 0, 0, 0}},
+    {{KVS_CODE_EG, 0, 1}, {0, 0, 0, 0, 0, 0}},
+    {{KVS_CODE_EG, 0, 1}, {0, 0, 0, 0, 0, 0}},
+};
+
 /* True when f holds the codes of kvs_default_codes() (cursor.c). */
 bool seg_fields_are_default(const seg_field *f);
 
@@ -249,6 +258,19 @@ struct kvs_segment {
 	const uint8_t *fences; /* restart fences (u32 LE each), NULL if absent */
 	uint64_t fence_skip;
 };
+
+/* ---- writer ------------------------------------------------------------ */
+
+/*
+ * kvs_writer_add with the value given as value_len bytes starting shift
+ * (0..7) bits into value: with a shift, the value of a bit-profile stream
+ * in place, its bits in value[0 .. value_len] (no other byte is read).
+ * The merge hands its inputs' values over so, without copying them first.
+ */
+kvs_status seg_writer_add(kvs_writer *w, const uint8_t *key,
+                          uint64_t key_bits, kvs_kind kind,
+                          const uint8_t *value, unsigned shift,
+                          size_t value_len, kvs_error *err);
 
 /* ---- cursor ------------------------------------------------------------ */
 

@@ -21,45 +21,11 @@
 #include <unistd.h>
 
 #include "kvseg/crc32c.h"
-#include "segment_internal.h"
+#include "writer_internal.h"
 
-#define FLUSH_BYTES ((size_t)1 << 20)
-#define SECTION_COUNT 4
 
-struct kvs_writer {
-	kvs_writer_options opt;
-	seg_field fields[KVS_FIELD_COUNT];
-	char *path, *tmp_path;
-	int fd;
-	bool failed, finished;
-
-	/* the record stream: bytes written to the file so far and pending */
-	uint64_t flushed;   /* bytes of the stream already in the file */
-	uint32_t body_crc;  /* over what is already in the file */
-	uint8_t *buf;       /* byte profile: pending stream bytes */
-	size_t buf_len, buf_cap;
-	kvs_bitwriter bw;   /* bit profile */
-
-	/* the previous record */
-	uint8_t *prev_key;
-	uint64_t prev_bits;
-	uint64_t prev_lcp, prev_keylen, prev_vallen; /* field states */
-	uint64_t prev_vh; /* byte profile: the last value header */
-	uint32_t in_block; /* records % restart interval */
-	uint8_t *first_key;
-	uint64_t first_bits;
-
-	uint64_t records, tombstones, key_bits, value_bytes, max_key_bits;
-	uint64_t *restarts;
-	size_t restarts_len, restarts_cap;
-	/* per restart, for its fence (FORMAT.md §9): the common prefix of
-	 * its key with the first key, and the key's 32 bits after it */
-	uint64_t *fence_skip;
-	uint32_t *fence_win;
-};
-
-static kvs_status fail(kvs_writer *w, kvs_error *err, kvs_status st,
-                       const char *fmt, const char *detail)
+kvs_status seg_writer_fail(kvs_writer *w, kvs_error *err, kvs_status st,
+                           const char *fmt, const char *detail)
 {
 	w->failed = true;
 	return kvs_error_set(err, st, fmt, w->path, detail);
@@ -130,6 +96,8 @@ kvs_status kvs_writer_open(kvs_writer **out, const char *path,
 	w->fd = -1;
 	for (int i = 0; i < KVS_FIELD_COUNT; i++)
 		seg_field_init(&w->fields[i], &o.codes[i]);
+	w->default_codes = o.profile == KVS_PROFILE_BIT &&
+	                   seg_fields_are_default(w->fields);
 	kvs_bw_init(&w->bw);
 
 	size_t plen = strlen(path);
@@ -190,22 +158,6 @@ uint64_t kvs_writer_count(const kvs_writer *w)
 	return w->records;
 }
 
-/* Grows a byte buffer to hold need bytes; KVS_E_NOMEM on failure. */
-static kvs_status grow(uint8_t **buf, size_t *cap, size_t need)
-{
-	if (need <= *cap)
-		return KVS_OK;
-	size_t n = *cap ? *cap : 64;
-	while (n < need)
-		n *= 2;
-	uint8_t *p = realloc(*buf, n);
-	if (!p)
-		return KVS_E_NOMEM;
-	*buf = p;
-	*cap = n;
-	return KVS_OK;
-}
-
 /* The current stream offset: bytes (byte profile) or bits (bit profile). */
 static uint64_t stream_offset(const kvs_writer *w)
 {
@@ -214,7 +166,7 @@ static uint64_t stream_offset(const kvs_writer *w)
 	return w->flushed * 8 + kvs_bw_bit_length(&w->bw);
 }
 
-static kvs_status flush_stream(kvs_writer *w, kvs_error *err)
+kvs_status seg_writer_flush(kvs_writer *w, kvs_error *err)
 {
 	kvs_status st;
 	if (w->opt.profile == KVS_PROFILE_BYTE) {
@@ -229,41 +181,11 @@ static kvs_status flush_stream(kvs_writer *w, kvs_error *err)
 	return st;
 }
 
-/* Appends bits [start, start + n) of src (src_bytes long) to the writer. */
-/* Appends bits [start, start + n) of src, which has 8 readable bytes past
- * its last key byte (prev_key is allocated so). */
-static kvs_status put_key_bits(kvs_bitwriter *bw, const uint8_t *src,
-                               uint64_t start, uint64_t n)
-{
-	kvs_status st = KVS_OK;
-	while (n > 0 && st == KVS_OK) {
-		unsigned take = n > 56 ? 56 : (unsigned)n;
-		/* bits [start, start + take) lie in the 8 bytes at start / 8 */
-		uint64_t v = kvs_load_be64(src + start / 8) << (start & 7);
-		st = kvs_bw_put(bw, v >> (64 - take), take);
-		start += take;
-		n -= take;
-	}
-	return st;
-}
-
-static kvs_status put_value_bits(kvs_bitwriter *bw, const uint8_t *v,
-                                 size_t len)
-{
-	kvs_status st = KVS_OK;
-	size_t i = 0;
-	for (; i + 8 <= len && st == KVS_OK; i += 8)
-		st = kvs_bw_put(bw, kvs_load_be64(v + i), 64);
-	for (; i < len && st == KVS_OK; i++)
-		st = kvs_bw_put(bw, v[i], 8);
-	return st;
-}
-
 static const char *const field_names[KVS_FIELD_COUNT] = {
     "LCP", "key length", "value length"};
 
-static kvs_status put_field(kvs_writer *w, kvs_field f, uint64_t value,
-                            uint64_t prev, kvs_error *err)
+kvs_status seg_writer_put_field(kvs_writer *w, kvs_field f, uint64_t value,
+                                uint64_t prev, kvs_error *err)
 {
 	kvs_status st = seg_field_put(&w->bw, &w->fields[f], value, prev);
 	if (st == KVS_E_RANGE) {
@@ -285,118 +207,12 @@ static kvs_status put_field(kvs_writer *w, kvs_field f, uint64_t value,
 	return KVS_OK;
 }
 
-/*
- * Copies in 8-byte words (bytes for the rest). A key usually comes
- * from a cursor that has just written it with 8-byte stores; a libc memcpy
- * reads it with one 16-byte load that the store buffer cannot forward, and
- * waits (bench_merge, perf: a quarter of a bit-profile merge).
- */
-static inline void copy_words(uint8_t *dst, const uint8_t *src, uint64_t n)
-{
-	uint64_t i = 0;
-	for (; i + 8 <= n; i += 8)
-		kvs_store_le64(dst + i, kvs_load_le64(src + i));
-	for (; i < n; i++)
-		dst[i] = src[i];
-}
 
-/* Copies n bytes with at most two loads and two stores, possibly
- * overlapping, and no read outside src[0 .. n): the usual suffix (a byte
- * or two) and a 16-byte value cost no loop. */
-static inline void copy_short(uint8_t *dst, const uint8_t *src, uint64_t n)
-{
-	if (n >= 8 && n <= 16) {
-		uint64_t a = kvs_load_le64(src), b = kvs_load_le64(src + n - 8);
-		kvs_store_le64(dst, a);
-		kvs_store_le64(dst + n - 8, b);
-	} else if (n >= 4 && n < 8) {
-		uint32_t a = kvs_load_le32(src), b = kvs_load_le32(src + n - 4);
-		kvs_store_le32(dst, a);
-		kvs_store_le32(dst + n - 4, b);
-	} else if (n > 0 && n < 4) {
-		uint8_t a = src[0], b = src[n / 2], c = src[n - 1];
-		dst[0] = a;
-		dst[n / 2] = b;
-		dst[n - 1] = c;
-	} else if (n > 16) {
-		copy_words(dst, src, n);
-	}
-}
-
-static kvs_status add_byte_record(kvs_writer *w, const uint8_t *key,
-                                  uint64_t key_len, uint64_t lcp,
-                                  bool restart, kvs_kind kind,
-                                  const void *value, size_t value_len)
-{
-	size_t need = w->buf_len + 3 * KVS_VARINT_MAX + key_len + value_len;
-	if (grow(&w->buf, &w->buf_cap, need) != KVS_OK)
-		return KVS_E_NOMEM;
-	uint8_t *p = w->buf + w->buf_len;
-	uint64_t prev_len = w->prev_bits / 8; /* before this record */
-	uint64_t vh = w->opt.framing == KVS_FRAMING_RAW ? value_len
-	              : kind == KVS_KIND_TOMBSTONE     ? 0
-	                                               : (uint64_t)value_len + 1;
-	bool vh_changed = restart || vh != w->prev_vh;
-	if (restart) { /* FORMAT.md §6.1 */
-		p += kvs_varint_put(p, key_len);
-	} else {
-		bool key_changed = key_len != prev_len;
-		p += kvs_varint_put(p, lcp << 2 | (uint64_t)key_changed << 1 |
-		                           vh_changed);
-		if (key_changed)
-			p += kvs_varint_put(p, seg_zigzag(key_len, prev_len));
-	}
-	copy_short(p, key + lcp, key_len - lcp);
-	p += key_len - lcp;
-	if (vh_changed)
-		p += kvs_varint_put(p, vh);
-	w->prev_vh = vh;
-	if (kind == KVS_KIND_VALUE && value_len) {
-		if (value_len <= 64) /* inline words beat a call to memcpy */
-			copy_short(p, value, value_len);
-		else
-			memcpy(p, value, value_len);
-		p += value_len;
-	}
-	w->buf_len = (size_t)(p - w->buf);
-	return KVS_OK;
-}
-
-static kvs_status add_bit_record(kvs_writer *w, const uint8_t *key,
-                                 uint64_t key_bits, uint64_t lcp, bool restart,
-                                 kvs_kind kind, const void *value,
-                                 size_t value_len, kvs_error *err)
-{
-	kvs_status st;
-	if (restart) {
-		w->prev_lcp = w->prev_keylen = w->prev_vallen = 0;
-	} else {
-		st = put_field(w, KVS_FIELD_LCP, lcp, w->prev_lcp, err);
-		if (st != KVS_OK)
-			return st;
-		w->prev_lcp = lcp;
-	}
-	st = put_field(w, KVS_FIELD_KEYLEN, key_bits, w->prev_keylen, err);
-	if (st != KVS_OK)
-		return st;
-	w->prev_keylen = key_bits;
-	st = put_key_bits(&w->bw, key, lcp, key_bits - lcp);
-	if (st == KVS_OK && w->opt.framing == KVS_FRAMING_TYPED)
-		st = kvs_bw_put(&w->bw, kind == KVS_KIND_VALUE, 1);
-	if (st == KVS_OK && kind == KVS_KIND_VALUE) {
-		st = put_field(w, KVS_FIELD_VALLEN, value_len, w->prev_vallen,
-		               err);
-		if (st != KVS_OK)
-			return st;
-		w->prev_vallen = value_len;
-		st = put_value_bits(&w->bw, value, value_len);
-	}
-	return st;
-}
-
-kvs_status kvs_writer_add(kvs_writer *w, const void *key, uint64_t key_bits,
-                          kvs_kind kind, const void *value, size_t value_len,
-                          kvs_error *err)
+/* Why a record cannot be added: the checks of kvs_writer_add, in their
+ * order, with their messages. KVS_OK when none fails. */
+static kvs_status refuse(kvs_writer *w, const void *key, uint64_t key_bits,
+                         kvs_kind kind, const void *value, size_t value_len,
+                         kvs_error *err)
 {
 	char detail[160];
 	if (w->failed || w->finished)
@@ -407,27 +223,27 @@ kvs_status kvs_writer_add(kvs_writer *w, const void *key, uint64_t key_bits,
 	if (kind != KVS_KIND_VALUE && kind != KVS_KIND_TOMBSTONE) {
 		snprintf(detail, sizeof detail, "record %llu: unknown kind",
 		         idx);
-		return fail(w, err, KVS_E_INVAL, "%s: %s", detail);
+		return seg_writer_fail(w, err, KVS_E_INVAL, "%s: %s", detail);
 	}
 	if (kind == KVS_KIND_TOMBSTONE && w->opt.framing == KVS_FRAMING_RAW) {
 		snprintf(detail, sizeof detail,
 		         "record %llu: raw framing cannot hold a tombstone",
 		         idx);
-		return fail(w, err, KVS_E_INVAL, "%s: %s", detail);
+		return seg_writer_fail(w, err, KVS_E_INVAL, "%s: %s", detail);
 	}
 	if (key_bits > KVS_MAX_KEY_BITS) {
 		snprintf(detail, sizeof detail,
 		         "record %llu: key of %llu bits is longer than %llu",
 		         idx, (unsigned long long)key_bits,
 		         (unsigned long long)KVS_MAX_KEY_BITS);
-		return fail(w, err, KVS_E_RANGE, "%s: %s", detail);
+		return seg_writer_fail(w, err, KVS_E_RANGE, "%s: %s", detail);
 	}
 	if (w->opt.profile == KVS_PROFILE_BYTE && key_bits % 8) {
 		snprintf(detail, sizeof detail,
 		         "record %llu: the byte profile takes whole bytes, not "
 		         "a %llu-bit key",
 		         idx, (unsigned long long)key_bits);
-		return fail(w, err, KVS_E_INVAL, "%s: %s", detail);
+		return seg_writer_fail(w, err, KVS_E_INVAL, "%s: %s", detail);
 	}
 	if (kind == KVS_KIND_TOMBSTONE)
 		value_len = 0;
@@ -435,118 +251,104 @@ kvs_status kvs_writer_add(kvs_writer *w, const void *key, uint64_t key_bits,
 		snprintf(detail, sizeof detail,
 		         "record %llu: value of %zu bytes is too long", idx,
 		         value_len);
-		return fail(w, err, KVS_E_RANGE, "%s: %s", detail);
+		return seg_writer_fail(w, err, KVS_E_RANGE, "%s: %s", detail);
 	}
 	if ((key_bits && !key) || (value_len && !value))
-		return fail(w, err, KVS_E_INVAL, "%s: %s", "NULL key or value");
+		return seg_writer_fail(w, err, KVS_E_INVAL, "%s: %s", "NULL key or value");
+	return KVS_OK;
+}
 
-	/* the key, with its padding bits cleared, becomes prev_key */
-	uint64_t nbytes = seg_key_bytes(key_bits);
-	uint64_t lcp = 0;
-	if (w->records > 0) {
-		int cmp;
-		lcp = seg_key_lcp(key, key_bits, w->prev_key, w->prev_bits,
-		                  &cmp);
-		if (cmp <= 0) {
-			snprintf(detail, sizeof detail,
-			         "record %llu: key is %s the previous key "
-			         "(record %llu); keys must strictly increase",
-			         idx, cmp == 0 ? "equal to" : "less than",
-			         idx - 1);
-			return fail(w, err, KVS_E_ORDER, "%s: %s", detail);
-		}
-	}
-	bool restart = w->in_block == 0; /* records % K, without a division */
-	if (restart) {
-		lcp = 0;
-		if (w->restarts_len == w->restarts_cap) {
-			size_t n = w->restarts_cap ? 2 * w->restarts_cap : 64;
-			uint64_t *r = realloc(w->restarts, n * sizeof *r);
-			if (r)
-				w->restarts = r;
-			uint64_t *fs = realloc(w->fence_skip, n * sizeof *fs);
-			if (fs)
-				w->fence_skip = fs;
-			uint32_t *fw = realloc(w->fence_win, n * sizeof *fw);
-			if (fw)
-				w->fence_win = fw;
-			if (!r || !fs || !fw)
-				return fail(w, err, KVS_E_NOMEM, "%s: %s",
-				            "out of memory");
-			w->restarts_cap = n;
-		}
-		w->restarts[w->restarts_len] = stream_offset(w);
-	}
-
-	uint8_t *pk = w->prev_key;
-	if (w->records == 0 || seg_key_bytes(w->prev_bits) < nbytes ||
-	    !w->prev_key) {
-		uint8_t *p = realloc(w->prev_key, nbytes + 8);
-		if (!p)
-			return fail(w, err, KVS_E_NOMEM, "%s: %s",
+/* A new restart: its stream offset and its fence's parts. */
+kvs_status seg_writer_restart(kvs_writer *w, const uint8_t *pk,
+                              uint64_t key_bits, kvs_error *err)
+{
+	if (w->restarts_len == w->restarts_cap) {
+		size_t n = w->restarts_cap ? 2 * w->restarts_cap : 64;
+		uint64_t *r = realloc(w->restarts, n * sizeof *r);
+		if (r)
+			w->restarts = r;
+		uint64_t *fs = realloc(w->fence_skip, n * sizeof *fs);
+		if (fs)
+			w->fence_skip = fs;
+		uint32_t *fw = realloc(w->fence_win, n * sizeof *fw);
+		if (fw)
+			w->fence_win = fw;
+		if (!r || !fs || !fw)
+			return seg_writer_fail(w, err, KVS_E_NOMEM, "%s: %s",
 			            "out of memory");
-		w->prev_key = pk = p;
+		w->restarts_cap = n;
 	}
-	/* copy first: key may alias nothing of ours, but normalize padding */
-	if (nbytes) {
-		copy_words(pk, key, nbytes);
-		if (key_bits & 7)
-			pk[nbytes - 1] &= (uint8_t)(0xFF00u >> (key_bits & 7));
+	w->restarts[w->restarts_len] = stream_offset(w);
+	uint64_t at = key_bits;
+	if (w->records) {
+		int cmp;
+		at = seg_key_lcp(w->first_key, w->first_bits, pk, key_bits,
+		                 &cmp);
 	}
+	w->fence_skip[w->restarts_len] = at;
+	w->fence_win[w->restarts_len] = seg_key_fence(pk, key_bits, at);
+	w->restarts_len++;
+	return KVS_OK;
+}
 
-	if (restart) { /* the fence's parts, while the key is at hand */
-		uint64_t at = key_bits;
-		if (w->records) {
-			int cmp;
-			at = seg_key_lcp(w->first_key, w->first_bits, pk,
-			                 key_bits, &cmp);
-		}
-		w->fence_skip[w->restarts_len] = at;
-		w->fence_win[w->restarts_len] = seg_key_fence(pk, key_bits, at);
-		w->restarts_len++;
-	}
+kvs_status seg_writer_order_error(kvs_writer *w, int cmp, kvs_error *err)
+{
+	char detail[160];
+	unsigned long long idx = (unsigned long long)w->records;
+	snprintf(detail, sizeof detail,
+	         "record %llu: key is %s the previous key "
+	         "(record %llu); keys must strictly increase",
+	         idx, cmp == 0 ? "equal to" : "less than", idx - 1);
+	return seg_writer_fail(w, err, KVS_E_ORDER, "%s: %s", detail);
+}
 
-	kvs_status st;
-	if (w->opt.profile == KVS_PROFILE_BYTE) {
-		st = add_byte_record(w, pk, nbytes, lcp / 8, restart, kind,
-		                     value, value_len);
-		if (st != KVS_OK)
-			return fail(w, err, st, "%s: %s", kvs_strerror(st));
-		if (w->buf_len >= FLUSH_BYTES)
-			st = flush_stream(w, err);
-	} else {
-		st = add_bit_record(w, pk, key_bits, lcp, restart, kind, value,
-		                    value_len, err);
-		if (st != KVS_OK) {
-			if (!w->failed)
-				return fail(w, err, st, "%s: %s",
-				            kvs_strerror(st));
-			return st;
-		}
-		if (w->bw.len >= FLUSH_BYTES)
-			st = flush_stream(w, err);
-	}
+kvs_status seg_writer_add(kvs_writer *w, const uint8_t *key,
+                          uint64_t key_bits, kvs_kind kind,
+                          const uint8_t *value, unsigned shift,
+                          size_t value_len, kvs_error *err)
+{
+	kvs_status st = refuse(w, key, key_bits, kind, value, value_len, err);
 	if (st != KVS_OK)
 		return st;
-
-	if (w->records == 0) {
+	if (kind == KVS_KIND_TOMBSTONE)
+		value_len = 0;
+	uint64_t nbytes = seg_key_bytes(key_bits);
+	if (nbytes + 8 > w->prev_cap) { /* prev_key: the key and 8 spare */
+		uint8_t *p = realloc(w->prev_key, nbytes + 8);
+		if (!p)
+			return seg_writer_fail(w, err, KVS_E_NOMEM, "%s: %s",
+			                       "out of memory");
+		w->prev_key = p;
+		w->prev_cap = nbytes + 8;
+	}
+	bool first = w->records == 0;
+	const seg_field *fields =
+	    w->default_codes ? seg_default_fields : w->fields;
+	if (w->opt.profile == KVS_PROFILE_BYTE)
+		st = seg_writer_add_next(w, key, key_bits, kind, value, shift,
+		                         value_len, KVS_PROFILE_BYTE, fields,
+		                         first, err);
+	else
+		st = seg_writer_add_next(w, key, key_bits, kind, value, shift,
+		                         value_len, KVS_PROFILE_BIT, fields,
+		                         first, err);
+	if (st == KVS_OK && first) {
 		w->first_key = malloc(nbytes + 1);
 		if (!w->first_key)
-			return fail(w, err, KVS_E_NOMEM, "%s: %s",
-			            "out of memory");
-		memcpy(w->first_key, pk, nbytes);
+			return seg_writer_fail(w, err, KVS_E_NOMEM, "%s: %s",
+			                       "out of memory");
+		memcpy(w->first_key, w->prev_key, nbytes);
 		w->first_bits = key_bits;
 	}
-	w->prev_bits = key_bits;
-	w->records++;
-	if (++w->in_block == w->opt.restart_interval)
-		w->in_block = 0;
-	w->tombstones += kind == KVS_KIND_TOMBSTONE;
-	w->key_bits += key_bits;
-	w->value_bytes += value_len;
-	if (key_bits > w->max_key_bits)
-		w->max_key_bits = key_bits;
-	return KVS_OK;
+	return st;
+}
+
+kvs_status kvs_writer_add(kvs_writer *w, const void *key, uint64_t key_bits,
+                          kvs_kind kind, const void *value, size_t value_len,
+                          kvs_error *err)
+{
+	return seg_writer_add(w, key, key_bits, kind, value, 0, value_len,
+	                      err);
 }
 
 kvs_status kvs_writer_add_bytes(kvs_writer *w, const void *key,
@@ -555,7 +357,7 @@ kvs_status kvs_writer_add_bytes(kvs_writer *w, const void *key,
                                 kvs_error *err)
 {
 	if (key_len > KVS_MAX_KEY_BITS / 8)
-		return fail(w, err, KVS_E_RANGE, "%s: %s", "key too long");
+		return seg_writer_fail(w, err, KVS_E_RANGE, "%s: %s", "key too long");
 	return kvs_writer_add(w, key, (uint64_t)key_len * 8, kind, value,
 	                      value_len, err);
 }
@@ -622,11 +424,11 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 		stream_bits = stream_offset(w);
 		st = kvs_bw_flush(&w->bw, NULL, NULL);
 		if (st != KVS_OK)
-			return fail(w, err, st, "%s: %s", kvs_strerror(st));
+			return seg_writer_fail(w, err, st, "%s: %s", kvs_strerror(st));
 	} else {
 		stream_bits = stream_offset(w) * 8;
 	}
-	if ((st = flush_stream(w, err)) != KVS_OK)
+	if ((st = seg_writer_flush(w, err)) != KVS_OK)
 		return st;
 
 	uint64_t dir_end =
@@ -644,13 +446,13 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	st = kvs_ef_size(w->restarts_len, max, &ef_len);
 	uint8_t *ef = st == KVS_OK ? malloc(ef_len) : NULL;
 	if (!ef)
-		return fail(w, err, KVS_E_NOMEM, "%s: %s", "out of memory");
+		return seg_writer_fail(w, err, KVS_E_NOMEM, "%s: %s", "out of memory");
 	st = kvs_ef_build(w->restarts, w->restarts_len, ef, ef_len);
 	if (st == KVS_OK)
 		st = write_all(w, ef, ef_len, err);
 	free(ef);
 	if (st != KVS_OK)
-		return w->failed ? st : fail(w, err, st, "%s: %s",
+		return w->failed ? st : seg_writer_fail(w, err, st, "%s: %s",
 		                                 kvs_strerror(st));
 	pos += ef_len;
 	if ((st = pad8(w, &pos, err)) != KVS_OK)
@@ -663,7 +465,7 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	uint64_t meta_len = 16 + seg_key_bytes(fb) + seg_key_bytes(lb);
 	uint8_t *meta = malloc(meta_len);
 	if (!meta)
-		return fail(w, err, KVS_E_NOMEM, "%s: %s", "out of memory");
+		return seg_writer_fail(w, err, KVS_E_NOMEM, "%s: %s", "out of memory");
 	kvs_store_le64(meta, fb);
 	if (fb)
 		memcpy(meta + 8, w->first_key, seg_key_bytes(fb));
@@ -684,7 +486,7 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	uint64_t fence_len = 8 + 4 * (uint64_t)w->restarts_len;
 	uint8_t *fences = malloc(fence_len);
 	if (!fences)
-		return fail(w, err, KVS_E_NOMEM, "%s: %s", "out of memory");
+		return seg_writer_fail(w, err, KVS_E_NOMEM, "%s: %s", "out of memory");
 	build_fences(w, fences);
 	st = write_all(w, fences, fence_len, err);
 	free(fences);
