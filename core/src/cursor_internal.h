@@ -87,9 +87,23 @@ decode_byte(kvs_cursor *c, bool restart, uint64_t off)
 	uint64_t slen = len - lcp;
 	if (slen > (uint64_t)(end - p))
 		return KVS_E_CORRUPT;
-	if (slen <= 16 && end - p >= 16) { /* the key buffer has 16 spare */
-		memcpy(c->key + lcp, p, 8);
-		memcpy(c->key + lcp + 8, p + 8, 8);
+	/*
+	 * The suffix goes into the key in whole 8-byte words at multiples of
+	 * 8 bytes (see read_key_bits: the merge loads such words right
+	 * after). The word holding byte lcp keeps its bytes before lcp; its
+	 * new bytes are loaded from up to 7 bytes before p, which lie in the
+	 * file (the stream follows the header). The last word may read up to
+	 * 7 bytes past the suffix: near the stream's end, a plain copy.
+	 */
+	uint64_t back = lcp & 7, a = lcp - back;
+	if ((uint64_t)(end - p) >= slen + 8) {
+		const uint8_t *q = p - back;
+		uint64_t keep = ((uint64_t)1 << (8 * back)) - 1; /* back < 8 */
+		uint64_t w = (kvs_load_le64(c->key + a) & keep) |
+		             (kvs_load_le64(q) & ~keep);
+		kvs_store_le64(c->key + a, w);
+		for (uint64_t i = 8; i < slen + back; i += 8)
+			kvs_store_le64(c->key + a + i, kvs_load_le64(q + i));
 	} else {
 		memcpy(c->key + lcp, p, slen);
 	}
@@ -115,21 +129,41 @@ decode_byte(kvs_cursor *c, bool restart, uint64_t off)
 	return KVS_OK;
 }
 
-/* Reads n bits of the stream into key at bit pos (pos + n within bounds). */
+/*
+ * Reads n bits of the stream into key at bit pos (pos + n within bounds).
+ * The key is written in whole 8-byte words at multiples of 8 bytes (bits
+ * after pos + n in the last word cleared): the merge compares keys right
+ * after they are decoded, with loads of such words, and a load that spans
+ * parts of two stores cannot be forwarded from them and waits. The key
+ * buffer has room up to the next multiple of 8 bytes.
+ */
 static inline __attribute__((always_inline)) kvs_status
-read_key_bits(kvs_bitreader *r, uint8_t *key, uint64_t pos,
-                                uint64_t n)
+read_key_bits(kvs_bitreader *r, uint8_t *key, uint64_t pos, uint64_t n)
 {
+	uint8_t *wp = key + pos / 64 * 8;
+	unsigned used = (unsigned)(pos % 64); /* bits of the word so far */
+	uint64_t word = used ? kvs_load_be64(wp) & ~(~(uint64_t)0 >> used) : 0;
 	while (n > 0) {
 		unsigned take = n > 56 ? 56 : (unsigned)n;
+		unsigned room = 64 - used;
 		uint64_t v;
 		kvs_status st = kvs_br_read(r, take, &v);
 		if (st != KVS_OK)
 			return st;
-		seg_put_bits(key, pos, v, take);
-		pos += take;
 		n -= take;
+		if (take < room) {
+			word |= v << (room - take);
+			used += take;
+		} else { /* the word is full: its rest starts the next */
+			unsigned over = take - room; /* 0..55 */
+			kvs_store_be64(wp, word | v >> over);
+			wp += 8;
+			word = (v << 1) << (63 - over);
+			used = over;
+		}
 	}
+	if (used)
+		kvs_store_be64(wp, word);
 	return KVS_OK;
 }
 

@@ -113,7 +113,7 @@ static kvs_status advance(merge *m, size_t i)
 
 /* Writes input i's current record (the newest binding of its key), unless
  * it is a tombstone and this is a strong delete. profile and fields are
- * the output's (see seg_writer_add_inline). */
+ * the output's (see seg_writer_add_read). */
 static inline __attribute__((always_inline)) kvs_status
 emit_with(merge *m, size_t i, kvs_profile profile, const seg_field *fields)
 {
@@ -134,8 +134,8 @@ emit_with(merge *m, size_t i, kvs_profile profile, const seg_field *fields)
 		shift = (unsigned)(bit & 7);
 	}
 	kvs_status st =
-	    seg_writer_add_inline(m->w, c->key, c->key_bits, kind, value,
-	                          shift, len, profile, fields, m->err);
+	    seg_writer_add_read(m->w, c->key, c->key_bits, kind, value, shift,
+	                        len, profile, fields, m->err);
 	if (st == KVS_OK)
 		m->st.output_records++;
 	return st;

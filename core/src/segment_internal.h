@@ -160,11 +160,11 @@ static inline uint64_t seg_key_lcp(const uint8_t *a, uint64_t a_bits,
 	uint64_t min_bits = a_bits < b_bits ? a_bits : b_bits;
 	uint64_t whole = min_bits / 8, i = 0;
 	for (; i + 8 <= whole; i += 8) {
-		uint64_t x = kvs_load_be64(a + i) ^ kvs_load_be64(b + i);
-		if (x) {
-			unsigned z = (unsigned)__builtin_clzll(x);
-			*cmp = (kvs_load_be64(a + i) >> (63 - z)) & 1 ? 1 : -1;
-			return 8 * i + z;
+		/* big-endian words order as their bytes do */
+		uint64_t x = kvs_load_be64(a + i), y = kvs_load_be64(b + i);
+		if (x != y) {
+			*cmp = x > y ? 1 : -1;
+			return 8 * i + (unsigned)__builtin_clzll(x ^ y);
 		}
 	}
 	for (; i < whole; i++) {

@@ -327,11 +327,11 @@ kvs_status seg_writer_add(kvs_writer *w, const uint8_t *key,
 	if (w->opt.profile == KVS_PROFILE_BYTE)
 		st = seg_writer_add_next(w, key, key_bits, kind, value, shift,
 		                         value_len, KVS_PROFILE_BYTE, fields,
-		                         first, err);
+		                         first, false, err);
 	else
 		st = seg_writer_add_next(w, key, key_bits, kind, value, shift,
 		                         value_len, KVS_PROFILE_BIT, fields,
-		                         first, err);
+		                         first, false, err);
 	if (st == KVS_OK && first) {
 		w->first_key = malloc(nbytes + 1);
 		if (!w->first_key)

@@ -291,11 +291,27 @@ static inline void fbw_value(fast_bw *b, const uint8_t *src, unsigned shift,
 	}
 }
 
+/* The usual EG code (of a value below 2^31) of a field: its n bits
+ * (1..63) in *x; false for any other code. */
+static inline __attribute__((always_inline)) bool
+fbw_eg_code(const seg_field *f, uint64_t value, uint64_t prev, uint64_t *x,
+            unsigned *n)
+{
+	uint64_t v = f->spec.delta ? seg_zigzag(value, prev) : value;
+	unsigned k = f->spec.param;
+	if (f->spec.kind != KVS_CODE_EG || k >= 31 || v >= ((uint64_t)1 << 31))
+		return false;
+	*x = v + ((uint64_t)1 << k); /* below 2^32 */
+	unsigned bits = 64 - (unsigned)__builtin_clzll(*x);
+	*n = 2 * bits - k - 1;
+	return true;
+}
+
 /* One field of a record: the usual EG code (of a value below 2^31) in
  * registers, any other code through put_field. */
 static inline __attribute__((always_inline)) kvs_status
 fbw_field(kvs_writer *w, fast_bw *b, const seg_field *f, kvs_field which,
-          uint64_t value, uint64_t prev, kvs_error *err)
+          uint64_t value, uint64_t prev, uint64_t room, kvs_error *err)
 {
 	uint64_t v = f->spec.delta ? seg_zigzag(value, prev) : value;
 	unsigned k = f->spec.param;
@@ -307,7 +323,12 @@ fbw_field(kvs_writer *w, fast_bw *b, const seg_field *f, kvs_field which,
 	}
 	fbw_store(&w->bw, b);
 	kvs_status st = seg_writer_put_field(w, which, value, prev, err);
-	*b = fbw_load(&w->bw); /* put_field may have moved the buffer */
+	/* The code may have been long (a Golomb code of a large quotient)
+	 * and used up the record's room: reserve it again. */
+	if (st == KVS_OK && w->bw.cap - w->bw.len < room)
+		st = kvs_bw_reserve_slow(&w->bw, (size_t)room);
+	if (st == KVS_OK)
+		*b = fbw_load(&w->bw); /* the buffer may have moved */
 	return st;
 }
 
@@ -317,8 +338,9 @@ add_bit_record_with(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
                     const uint8_t *value, unsigned shift, size_t value_len,
                     const seg_field *fields, kvs_error *err)
 {
-	/* room: three codes of at most 129 bits, the suffix, the kind bit,
-	 * the value, and the 8 bytes every put stores */
+	/* room: three codes of at most 129 bits (a longer Golomb code goes
+	 * through fbw_field, which reserves again), the suffix, the kind
+	 * bit, the value, and the 8 bytes every put stores */
 	uint64_t room = (key_bits - lcp) / 8 + value_len + 3 * 17 + 32;
 	if (w->bw.cap - w->bw.len < room) {
 		kvs_status st = kvs_bw_reserve_slow(&w->bw, (size_t)room);
@@ -327,28 +349,55 @@ add_bit_record_with(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
 	}
 	fast_bw b = fbw_load(&w->bw);
 	kvs_status st;
-	if (restart) {
+	if (restart)
 		w->prev_lcp = w->prev_keylen = w->prev_vallen = 0;
+	/* The usual LCP and key length codes go in one put: each put waits
+	 * for the one before it (the pending bits), the codes do not. */
+	uint64_t x1 = 0, x2;
+	unsigned n1 = 0, n2;
+	if ((restart ||
+	     fbw_eg_code(&fields[KVS_FIELD_LCP], lcp, w->prev_lcp, &x1, &n1)) &&
+	    fbw_eg_code(&fields[KVS_FIELD_KEYLEN], key_bits, w->prev_keylen, &x2,
+	                &n2) &&
+	    n1 + n2 <= 56) {
+		fbw_put(&b, x1 << n2 | x2, n1 + n2);
+		if (!restart)
+			w->prev_lcp = lcp;
 	} else {
-		st = fbw_field(w, &b, &fields[KVS_FIELD_LCP], KVS_FIELD_LCP,
-		               lcp, w->prev_lcp, err);
+		if (!restart) {
+			st = fbw_field(w, &b, &fields[KVS_FIELD_LCP],
+			               KVS_FIELD_LCP, lcp, w->prev_lcp, room, err);
+			if (st != KVS_OK)
+				return st;
+			w->prev_lcp = lcp;
+		}
+		st = fbw_field(w, &b, &fields[KVS_FIELD_KEYLEN],
+		               KVS_FIELD_KEYLEN, key_bits, w->prev_keylen, room,
+		               err);
 		if (st != KVS_OK)
 			return st;
-		w->prev_lcp = lcp;
 	}
-	st = fbw_field(w, &b, &fields[KVS_FIELD_KEYLEN], KVS_FIELD_KEYLEN,
-	               key_bits, w->prev_keylen, err);
-	if (st != KVS_OK)
-		return st;
 	w->prev_keylen = key_bits;
 	fbw_key_bits(&b, key, lcp, key_bits - lcp);
-	if (w->opt.framing == KVS_FRAMING_TYPED)
-		fbw_put(&b, kind == KVS_KIND_VALUE, 1);
-	if (kind == KVS_KIND_VALUE) {
+	bool typed = w->opt.framing == KVS_FRAMING_TYPED;
+	uint64_t x3;
+	unsigned n3;
+	if (kind != KVS_KIND_VALUE) {
+		fbw_put(&b, 0, 1); /* a tombstone: typed framing only */
+	} else if (fbw_eg_code(&fields[KVS_FIELD_VALLEN], value_len,
+	                       w->prev_vallen, &x3, &n3) &&
+	           n3 < 56) { /* the kind bit and the code in one put */
+		fbw_put(&b, (uint64_t)typed << n3 | x3, n3 + typed);
+	} else {
+		if (typed)
+			fbw_put(&b, 1, 1);
 		st = fbw_field(w, &b, &fields[KVS_FIELD_VALLEN],
-		               KVS_FIELD_VALLEN, value_len, w->prev_vallen, err);
+		               KVS_FIELD_VALLEN, value_len, w->prev_vallen, room,
+		               err);
 		if (st != KVS_OK)
 			return st;
+	}
+	if (kind == KVS_KIND_VALUE) {
 		w->prev_vallen = value_len;
 		fbw_value(&b, value, shift, value_len);
 	}
@@ -382,7 +431,8 @@ static inline __attribute__((always_inline)) kvs_status
 seg_writer_add_next(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
                     kvs_kind kind, const uint8_t *value, unsigned shift,
                     size_t value_len, kvs_profile profile,
-                    const seg_field *fields, bool first, kvs_error *err)
+                    const seg_field *fields, bool first, bool spare,
+                    kvs_error *err)
 {
 	uint64_t lcp = 0;
 	if (!first) {
@@ -401,6 +451,12 @@ seg_writer_add_next(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
 		copy_words(pk, key, nbytes);
 	if (key_bits & 7)
 		pk[nbytes - 1] &= (uint8_t)(0xFF00u >> (key_bits & 7));
+	/*
+	 * The suffix is read from key itself when its buffer has 8 bytes to
+	 * spare (a cursor's): reading it back from prev_key, just written,
+	 * would load across those stores, which the CPU cannot forward.
+	 */
+	const uint8_t *src = spare ? key : pk;
 	bool restart = w->in_block == 0; /* records % K, without a division */
 	kvs_status st;
 	if (restart) {
@@ -409,7 +465,7 @@ seg_writer_add_next(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
 			return st;
 	}
 	if (profile == KVS_PROFILE_BYTE) {
-		st = add_byte_record(w, pk, nbytes, lcp / 8, restart, kind,
+		st = add_byte_record(w, src, nbytes, lcp / 8, restart, kind,
 		                     value, shift, value_len);
 		if (st != KVS_OK)
 			return seg_writer_fail(w, err, st, "%s: %s",
@@ -418,7 +474,7 @@ seg_writer_add_next(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
 		    (st = seg_writer_flush(w, err)) != KVS_OK)
 			return st;
 	} else {
-		st = add_bit_record_with(w, pk, key_bits, lcp, restart, kind,
+		st = add_bit_record_with(w, src, key_bits, lcp, restart, kind,
 		                         value, shift, value_len, fields, err);
 		if (st != KVS_OK)
 			return w->failed ? st
@@ -441,32 +497,31 @@ seg_writer_add_next(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
 }
 
 /*
- * seg_writer_add (segment_internal.h) in line: when the record passes every
- * check, the writer holds a record and prev_key has room, the record goes
- * through seg_writer_add_next; anything else through seg_writer_add.
+ * seg_writer_add (segment_internal.h) in line, for a record read by a
+ * cursor (the merge): its key buffer has 8 bytes to spare, its key
+ * and value pointers are valid, its kind is one of the two and its key at
+ * most KVS_MAX_KEY_BITS long, and the writer has not failed (the merge
+ * stops at its first error), so only the checks that depend on the record
+ * remain here; seg_writer_add makes all of them again for the others.
  */
 static inline __attribute__((always_inline)) kvs_status
-seg_writer_add_inline(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
-                      kvs_kind kind, const uint8_t *value, unsigned shift,
-                      size_t value_len, kvs_profile profile,
-                      const seg_field *fields, kvs_error *err)
+seg_writer_add_read(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
+                    kvs_kind kind, const uint8_t *value, unsigned shift,
+                    size_t value_len, kvs_profile profile,
+                    const seg_field *fields, kvs_error *err)
 {
-	size_t vlen = kind == KVS_KIND_TOMBSTONE ? 0 : value_len;
-	bool usual = !(w->failed | w->finished) & (w->records != 0) &
+	bool tomb = kind == KVS_KIND_TOMBSTONE;
+	size_t vlen = tomb ? 0 : value_len;
+	bool usual = (w->records != 0) &
 	             (seg_key_bytes(key_bits) + 8 <= w->prev_cap) &
-	             ((unsigned)kind <= KVS_KIND_TOMBSTONE) &
-	             !(kind == KVS_KIND_TOMBSTONE &&
-	               w->opt.framing == KVS_FRAMING_RAW) &
-	             (key_bits <= KVS_MAX_KEY_BITS) &
-	             (w->opt.profile == profile) &
+	             !(tomb & (w->opt.framing == KVS_FRAMING_RAW)) &
 	             !(profile == KVS_PROFILE_BYTE && (key_bits & 7)) &
-	             (vlen <= KVS_MAX_VALUE_LEN) & (key != NULL) &
-	             (vlen == 0 || value != NULL);
+	             (vlen <= KVS_MAX_VALUE_LEN);
 	if (__builtin_expect(!usual, 0))
 		return seg_writer_add(w, key, key_bits, kind, value, shift,
 		                      value_len, err);
 	return seg_writer_add_next(w, key, key_bits, kind, value, shift, vlen,
-	                           profile, fields, false, err);
+	                           profile, fields, false, true, err);
 }
 
 #endif
