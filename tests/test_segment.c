@@ -1615,6 +1615,74 @@ static void test_custom_codes(void **state)
 	g_mode = "";
 }
 
+/*
+ * Count codes far longer than the record they describe: Golomb with m = 1 is
+ * unary, so an LCP or key length of about 820 bits takes about 820 bits
+ * (more than the writer reserves for a record of this size), while the
+ * key's suffix and the value take a few bytes. The writer reserves
+ * a record's room from its suffix and value and writes the rest with 8-byte
+ * stores; a long code must not leave those stores past the buffer (ASan
+ * builds see any such store). Values of 1-3 bytes, every third a
+ * tombstone in typed framing; read back and compared by round_trip.
+ */
+static void test_long_codes(void **state)
+{
+	(void)state;
+	test_rng r = test_rng_for(g_seed, 14);
+	char dir[PATH_MAX];
+	make_subdir(dir, "long_codes");
+	enum { PREFIX = 100, NKEYS = 6000 }; /* 800 shared bits, 32 more */
+	static const char *sets[][3] = {
+	    {"g1", "eg0", "eg0"}, /* LCP about 820 bits, unary */
+	    {"eg2", "g1", "g1"},  /* key length 832 bits, unary */
+	};
+	uint8_t key[PREFIX + 4];
+	rand_bytes(&r, key, PREFIX);
+	for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++) {
+		for (size_t m = 2; m < NMODES; m++) {
+			const mode *md = &MODES[m];
+			bool typed = md->framing == KVS_FRAMING_TYPED;
+			recset rs;
+			memset(&rs, 0, sizeof rs);
+			for (uint32_t i = 0; i < NKEYS; i++) {
+				/* ascending: a big-endian counter after the
+				 * prefix, stepping by a few */
+				uint32_t c = 5 * i + (uint32_t)test_rng_below(&r, 5);
+				key[PREFIX] = (uint8_t)(c >> 24);
+				key[PREFIX + 1] = (uint8_t)(c >> 16);
+				key[PREFIX + 2] = (uint8_t)(c >> 8);
+				key[PREFIX + 3] = (uint8_t)c;
+				rs_push(&rs, key, 8 * (PREFIX + 4));
+				rec *x = &rs.r[rs.n - 1];
+				if (typed && i % 3 == 2) {
+					x->kind = KVS_KIND_TOMBSTONE;
+					rs.tombstones++;
+				} else {
+					x->vlen = 1 + (size_t)test_rng_below(&r, 3);
+					x->val = malloc(x->vlen);
+					assert_non_null(x->val);
+					rand_bytes(&r, x->val, x->vlen);
+				}
+				rs.key_bits += x->bits;
+				rs.value_bytes += x->vlen;
+				rs.max_key_bits = x->bits;
+			}
+			set_case("832-bit keys, codes %s %s %s", sets[k][0],
+			         sets[k][1], sets[k][2]);
+			set_mode("%s, K=16", md->name);
+			kvs_writer_options o = make_opts(md, 16, k);
+			o.custom_codes = true;
+			for (int f = 0; f < KVS_FIELD_COUNT; f++)
+				EXPECT_ST(kvs_code_spec_parse(sets[k][f],
+				                              &o.codes[f]),
+				          KVS_OK, "parse %s", sets[k][f]);
+			round_trip(dir, &rs, &o);
+			rs_free(&rs);
+		}
+	}
+	g_mode = "";
+}
+
 /* ---- tests: writer errors -------------------------------------------------
  */
 
@@ -3246,6 +3314,7 @@ int main(int argc, char **argv)
 	    TEST(test_key_compare),      TEST(test_format_example),
 	    TEST(test_round_trip),       TEST(test_long_keys),
 	    TEST(test_code_specs),       TEST(test_custom_codes),
+	    TEST(test_long_codes),
 	    TEST(test_writer_errors),    TEST(test_cursor),
 	    TEST(test_misaligned),       TEST(test_threads),
 	    TEST(test_corrupt_envelope), TEST(test_corrupt_sections),
