@@ -222,7 +222,7 @@ decode_bit_with(kvs_cursor *c, bool restart, const seg_field *fields)
 	c->key_bits = keylen;
 	c->kind = kind;
 	c->value_len = vlen;
-	c->br = r;
+	kvs_br_advance_to(&c->br, &r);
 	return KVS_OK;
 }
 

@@ -280,6 +280,18 @@ static inline kvs_status kvs_br_skip(kvs_bitreader *r, uint64_t nbits)
 		kvs_br_consume(r, (unsigned)nbits);
 		return KVS_OK;
 	}
+	/* In the payload's body: the byte the skip lands in and the 7 after
+	 * it are whole payload bytes (next + over / 8 <= fast_limit), so the
+	 * skip is in bounds and a fast refill leaves the reservoir full. */
+	uint64_t over = nbits - r->avail;
+	if ((uintptr_t)r->next <= r->fast_limit &&
+	    over / 8 <= r->fast_limit - (uintptr_t)r->next) {
+		r->next += over / 8;
+		r->reservoir = kvs_load_be64(r->next) << (over & 7);
+		r->next += 7;
+		r->avail = 56 - (unsigned)(over & 7);
+		return KVS_OK;
+	}
 	if (nbits > kvs_br_remaining(r))
 		return KVS_E_TRUNCATED;
 	nbits -= r->avail;
@@ -292,6 +304,20 @@ static inline kvs_status kvs_br_skip(kvs_bitreader *r, uint64_t nbits)
 		kvs_br_consume(r, rest);
 	}
 	return KVS_OK;
+}
+
+/*
+ * Gives dst the read position of src, a copy of dst that has read on from
+ * it. Reading changes only the position (reservoir, avail, next), so these
+ * three fields are all that differ; a reader kept in a structure takes a
+ * local copy's progress with three stores instead of a whole copy.
+ */
+static inline void kvs_br_advance_to(kvs_bitreader *dst,
+                                     const kvs_bitreader *src)
+{
+	dst->reservoir = src->reservoir;
+	dst->avail = src->avail;
+	dst->next = src->next;
 }
 
 /* Moves to bit position pos of the payload (0..length). */
