@@ -1546,6 +1546,21 @@ static void test_code_specs(void **state)
 }
 
 /* Bit-profile segments written with other codes than the defaults. */
+/* round_trip in mode md, K = 16, with the codes named in codes[] (one per
+ * field, in kvs_code_spec_parse's spelling). */
+static void round_trip_codes(const char *dir, const recset *rs,
+                             const mode *md, uint64_t sequence,
+                             const char *const codes[KVS_FIELD_COUNT])
+{
+	set_mode("%s, K=16", md->name);
+	kvs_writer_options o = make_opts(md, 16, sequence);
+	o.custom_codes = true;
+	for (int f = 0; f < KVS_FIELD_COUNT; f++)
+		EXPECT_ST(kvs_code_spec_parse(codes[f], &o.codes[f]), KVS_OK,
+		          "parse %s", codes[f]);
+	round_trip(dir, rs, &o);
+}
+
 static void test_custom_codes(void **state)
 {
 	(void)state;
@@ -1568,14 +1583,7 @@ static void test_custom_codes(void **state)
 			            &r);
 			set_case("%s, codes %s %s %s", g.name, sets[k][0],
 			         sets[k][1], sets[k][2]);
-			set_mode("%s, K=16", md->name);
-			kvs_writer_options o = make_opts(md, 16, k);
-			o.custom_codes = true;
-			for (int f = 0; f < KVS_FIELD_COUNT; f++)
-				EXPECT_ST(kvs_code_spec_parse(sets[k][f],
-				                              &o.codes[f]),
-				          KVS_OK, "parse %s", sets[k][f]);
-			round_trip(dir, &rs, &o);
+			round_trip_codes(dir, &rs, md, k, sets[k]);
 			rs_free(&rs);
 		}
 	}
@@ -1669,14 +1677,7 @@ static void test_long_codes(void **state)
 			}
 			set_case("832-bit keys, codes %s %s %s", sets[k][0],
 			         sets[k][1], sets[k][2]);
-			set_mode("%s, K=16", md->name);
-			kvs_writer_options o = make_opts(md, 16, k);
-			o.custom_codes = true;
-			for (int f = 0; f < KVS_FIELD_COUNT; f++)
-				EXPECT_ST(kvs_code_spec_parse(sets[k][f],
-				                              &o.codes[f]),
-				          KVS_OK, "parse %s", sets[k][f]);
-			round_trip(dir, &rs, &o);
+			round_trip_codes(dir, &rs, md, k, sets[k]);
 			rs_free(&rs);
 		}
 	}
