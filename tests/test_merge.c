@@ -1420,6 +1420,47 @@ static void test_random(void **state)
 	g_mode = "";
 }
 
+/* Two inputs and the output in one byte mode, tombstones kept: the merge's
+ * own path for them (merge.c, merge_two_bytes_fast), with both inputs'
+ * restarts, key lengths that change, long keys and values, long runs from
+ * one input and keys in both, near the ends of the streams. */
+static void test_two_byte_inputs(void **state)
+{
+	(void)state;
+	test_rng r = test_rng_for(g_seed, 15);
+	char base[PATH_MAX];
+	make_case_dirs(base, "two_byte");
+	static const uint32_t Ks[] = {1, 2, 3, 15, 16, 64, 0, 1000};
+	static const key_shape shapes[] = {KEYS_STRUCTURED, KEYS_HASH,
+	                                   KEYS_BYTELENS};
+	static const size_t prefixes[] = {0, 0, 1, 7, 8, 64, 4096};
+	static const unsigned densities[] = {100, 90, 60, 50, 20, 3};
+	for (unsigned t = 0; t < 200; t++) {
+		merge_case mc;
+		memset(&mc, 0, sizeof mc);
+		mc.name = "two byte inputs";
+		mc.inputs = 2;
+		unsigned m = (unsigned)test_rng_below(&r, 2); /* byte modes */
+		unsigned im[2] = {m, m};
+		mc.keys = shapes[test_rng_below(&r, 3)];
+		mc.vals = (val_shape)test_rng_below(&r, 4);
+		mc.prefix = prefixes[test_rng_below(&r, 7)];
+		mc.empty_key = test_rng_below(&r, 4) == 0;
+		mc.density = densities[test_rng_below(&r, 6)];
+		mc.tombs = MODES[m].framing == KVS_FRAMING_RAW
+		               ? 0
+		               : (unsigned)test_rng_below(&r, 4) * 20;
+		if (test_rng_below(&r, 8) == 0)
+			mc.empty_inputs = 1 + test_rng_below(&r, 2);
+		size_t budget = mc.prefix >= 4096 ? 300 : 3000;
+		mc.n = 1 + (size_t)test_rng_below(&r, budget);
+		set_case("two byte inputs %u", t);
+		run_case(base, &mc, im, Ks[test_rng_below(&r, 8)], m,
+		         Ks[test_rng_below(&r, 8)], false, &r, NULL);
+	}
+	g_mode = "";
+}
+
 /* ---- tests: errors ------------------------------------------------------- */
 
 /* A merge that must fail with want (or any error when want is KVS_OK)
@@ -2014,7 +2055,8 @@ int main(int argc, char **argv)
 	    TEST(test_shapes),         TEST(test_input_counts),
 	    TEST(test_tombstones),     TEST(test_output_codes),
 	    TEST(test_same_segment),   TEST(test_longest_keys),
-	    TEST(test_random),         TEST(test_errors),
+	    TEST(test_random),         TEST(test_two_byte_inputs),
+	    TEST(test_errors),
 	    TEST(test_cancel),         TEST(test_corrupt_input),
 	    TEST(test_enospc),
 	};

@@ -198,6 +198,603 @@ __attribute__((flatten)) static kvs_status merge_two_bit(merge *m)
 	                      seg_default_fields);
 }
 
+/* ---- two byte-profile inputs into their own framing --------------------
+ *
+ * The usual merge (two inputs and the output in the byte profile, one
+ * framing, tombstones kept) with the inputs' and the output's state in
+ * locals, and without the writer's per-record LCP with the previous key:
+ * the output's LCP is already known. Each input keeps the LCP of its
+ * current key with the last output key. When the input has just moved,
+ * that is its header's LCP with its previous key (the last output key, or
+ * an older binding of it), checked to be the whole common prefix with one
+ * byte compare that also checks the order; when the other input won the
+ * round, it is the LCP the round's compare found. Input restarts, unusual
+ * headers, the streams' last bytes, output restarts, flushes and long
+ * records go out of line; each side counts down the records it may take
+ * in line before it has to look.
+ */
+
+#define FAST_CHUNK ((size_t)256 << 10) /* flush once this much is pending */
+#define FAST_MAXREC ((size_t)4096)     /* bytes of one record in line */
+#define FAST_REC (FAST_MAXREC - 64)    /* key + value bytes in line */
+
+typedef struct bin { /* one input */
+	const uint8_t *p, *end; /* the next record; the stream's end */
+	uint8_t *key;           /* the current key: the cursor's buffer */
+	uint64_t len, lcp;      /* its length; its LCP with the last output */
+	uint64_t vh, vlen;      /* its value header and value length */
+	const uint8_t *value;   /* 16 readable bytes when vlen <= 16 */
+	uint64_t budget;        /* records to take in line before looking */
+	uint64_t granted;       /* the budget as it was given */
+	uint64_t left;          /* records after the current (at the grant) */
+	uint32_t in_block, K;   /* ordinal % K (at the grant) */
+	bool typed;
+	uint8_t bounce[16]; /* a short value near the stream's end */
+} bin;
+
+typedef struct bout { /* the output */
+	uint8_t *op;         /* the next byte */
+	uint64_t budget;     /* records to write in line before looking */
+	uint64_t granted;
+	uint64_t until_restart; /* at the grant */
+	uint64_t prev_len, prev_vh;
+	uint64_t tombstones, key_bytes, value_bytes, max_len;
+	uint32_t K;
+	bool typed;
+} bout;
+
+typedef struct fast {
+	bin in[2];
+	bout o;
+	merge *m;
+	uint8_t *old;   /* the previous key of an input, for a restart */
+	uint8_t *first; /* the output's first key, 16 bytes to spare */
+	uint64_t first_len;
+} fast;
+
+/* The LCP of two byte keys in buffers with 8 readable bytes past each, in
+ * bits; *cmp their order. */
+static inline __attribute__((always_inline)) uint64_t
+key_lcp_bits(const uint8_t *a, uint64_t la, const uint8_t *b, uint64_t lb,
+             int *cmp)
+{
+	uint64_t n = la < lb ? la : lb, i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t x = kvs_load_be64(a + i), y = kvs_load_be64(b + i);
+		if (x != y) {
+			*cmp = x > y ? 1 : -1;
+			return 8 * i + (unsigned)__builtin_clzll(x ^ y);
+		}
+	}
+	if (i < n) { /* 1..7 bytes left: the top ones of a word */
+		unsigned sh = 8 * (unsigned)(8 - (n - i));
+		uint64_t x = kvs_load_be64(a + i) >> sh,
+		         y = kvs_load_be64(b + i) >> sh;
+		if (x != y) {
+			*cmp = x > y ? 1 : -1;
+			return 8 * i + (unsigned)__builtin_clzll(x ^ y) - sh;
+		}
+	}
+	*cmp = la < lb ? -1 : la > lb;
+	return 8 * n;
+}
+
+/* A short value near the stream's end gets 16 readable bytes. */
+static void bin_bounce(bin *b)
+{
+	if (b->vlen <= 16 && b->end - b->value < 16) {
+		memset(b->bounce, 0, sizeof b->bounce);
+		memcpy(b->bounce, b->value, (size_t)b->vlen);
+		b->value = b->bounce;
+	}
+}
+
+/* Records b may take in line from here: up to its next restart and its
+ * last record. */
+static void bin_grant(bin *b)
+{
+	uint64_t to_restart = b->K - 1 - b->in_block;
+	b->granted = b->budget = to_restart < b->left ? to_restart : b->left;
+}
+
+static void bin_load(bin *b, const kvs_cursor *c)
+{
+	const kvs_segment *s = c->seg;
+	b->end = s->stream + s->stream_len;
+	b->p = s->stream + c->next_off;
+	b->key = c->key;
+	b->len = c->key_bits / 8;
+	b->lcp = 0; /* set by the first round */
+	b->vh = c->prev_vh;
+	b->vlen = c->value_len;
+	b->value = c->value;
+	b->left = s->records - 1 - c->ordinal;
+	b->in_block = c->in_block;
+	b->K = s->restart_interval;
+	b->typed = s->framing == KVS_FRAMING_TYPED;
+	bin_bounce(b);
+	bin_grant(b);
+}
+
+/*
+ * The next record of b in the usual case: inside b's budget, a one-byte
+ * header with the key's length unchanged, a suffix whose first byte is
+ * above the previous key's (so the LCP is whole and the key larger), a
+ * one-byte value header if any, and 40 bytes of stream to spare after the
+ * suffix and 16 after the value. False (b unchanged) otherwise.
+ * FORMAT.md §6.1.
+ */
+static inline __attribute__((always_inline)) bool bin_next_fast(bin *b)
+{
+	const uint8_t *p = b->p;
+	uint64_t avail = (uint64_t)(b->end - p);
+	if (b->budget == 0 || avail < 40)
+		return false;
+	unsigned h = p[0];
+	uint64_t lcp = h >> 2, len = b->len;
+	if ((h & 0x82) || lcp >= len)
+		return false;
+	uint64_t slen = len - lcp;
+	if (slen + 40 > avail)
+		return false;
+	const uint8_t *s = p + 1, *q = s + slen;
+	if (s[0] <= b->key[lcp])
+		return false;
+	uint64_t vh = b->vh, vlen = b->vlen;
+	if (h & 1) {
+		unsigned v = q[0];
+		if (v >= 0x80 || v == vh)
+			return false;
+		vh = v;
+		vlen = b->typed ? (v ? v - 1 : 0) : v;
+		q++;
+	}
+	if (vlen + 16 > (uint64_t)(b->end - q))
+		return false;
+	/* the suffix, in whole words at multiples of 8 (see decode_byte) */
+	uint64_t back = lcp & 7, a = lcp - back;
+	const uint8_t *src = s - back;
+	uint64_t keep = ((uint64_t)1 << (8 * back)) - 1;
+	kvs_store_le64(b->key + a, (kvs_load_le64(b->key + a) & keep) |
+	                               (kvs_load_le64(src) & ~keep));
+	for (uint64_t i = 8; i < slen + back; i += 8)
+		kvs_store_le64(b->key + a + i, kvs_load_le64(src + i));
+	b->lcp = lcp;
+	b->vh = vh;
+	b->vlen = vlen;
+	b->value = q;
+	b->p = q + vlen;
+	b->budget--;
+	return true;
+}
+
+/*
+ * The next record of b when it is an input restart (FORMAT.md §6.1: the
+ * whole key, then the value header), in the usual case: one-byte varints,
+ * a key of the input's bounds above the previous one, 16 bytes of stream
+ * to spare. Its LCP with the previous key is found from the stream before
+ * the key is stored, in whole words. False (b unchanged) otherwise.
+ */
+static bool bin_restart(bin *b, uint64_t max_len)
+{
+	const uint8_t *p = b->p;
+	uint64_t avail = (uint64_t)(b->end - p);
+	if (avail < 32 || p[0] >= 0x80)
+		return false;
+	uint64_t len = p[0];
+	const uint8_t *k = p + 1, *q = k + len;
+	if (len > max_len || len + 32 > avail || q[0] >= 0x80)
+		return false;
+	int cmp;
+	uint64_t lcp = key_lcp_bits(k, len, b->key, b->len, &cmp) / 8;
+	if (cmp <= 0)
+		return false;
+	uint64_t vh = q[0];
+	uint64_t vlen = b->typed ? (vh ? vh - 1 : 0) : vh;
+	q++;
+	if (vlen + 16 > (uint64_t)(b->end - q))
+		return false;
+	for (uint64_t i = 0; i < len; i += 8)
+		kvs_store_le64(b->key + i, kvs_load_le64(k + i));
+	b->len = len;
+	b->lcp = lcp;
+	b->vh = vh;
+	b->vlen = vlen;
+	b->value = q;
+	b->p = q + vlen;
+	return true;
+}
+
+/* The next record of b in any other case, through decode_byte, with its
+ * LCP computed against a copy of the previous key; *live false at the
+ * end. */
+static __attribute__((noinline)) kvs_status
+bin_next_slow(fast *f, size_t i, bool *live)
+{
+	bin *b = &f->in[i];
+	merge *m = f->m;
+	kvs_cursor *c = m->cur[i];
+	const kvs_segment *s = c->seg;
+	uint64_t used = b->granted - b->budget;
+	b->left -= used;
+	b->in_block += (uint32_t)used;
+	if (b->left == 0) {
+		*live = false;
+		b->budget = b->granted = 0;
+		return KVS_OK;
+	}
+	uint32_t ib = b->in_block + 1 == b->K ? 0 : b->in_block + 1;
+	if (ib == 0 && bin_restart(b, s->max_key_bits / 8)) {
+		b->in_block = 0;
+		b->left--;
+		bin_grant(b);
+		return KVS_OK;
+	}
+	uint64_t rec = s->records - b->left;
+	/* in words: the key was just stored so (a wider load would wait) */
+	copy_words(f->old, b->key, b->len);
+	c->key_bits = 8 * b->len;
+	c->prev_vh = b->vh;
+	kvs_status st = decode_byte(c, ib == 0, (uint64_t)(b->p - s->stream));
+	if (st != KVS_OK) {
+		st = seg_cursor_invalidate(c, st);
+		return kvs_error_set(m->err, st, "input %zu: record %" PRIu64 ": %s",
+		                     i, rec, kvs_strerror(st));
+	}
+	int cmp;
+	uint64_t lcp =
+	    key_lcp_bits(c->key, c->key_bits / 8, f->old, b->len, &cmp) / 8;
+	if (cmp <= 0)
+		return kvs_error_set(m->err, KVS_E_CORRUPT,
+		                     "input %zu: record %" PRIu64
+		                     ": its key is not above the previous one: %s",
+		                     i, rec, kvs_strerror(KVS_E_CORRUPT));
+	b->len = c->key_bits / 8;
+	b->lcp = lcp;
+	b->vh = c->prev_vh;
+	b->vlen = c->value_len;
+	b->value = c->value;
+	b->p = s->stream + c->next_off;
+	b->in_block = ib;
+	b->left--;
+	bin_bounce(b);
+	bin_grant(b);
+	return KVS_OK;
+}
+
+/* Moves input i to its next record; *live false when it has none. */
+static inline __attribute__((always_inline)) kvs_status
+bin_advance(fast *f, size_t i, bool *live)
+{
+	if (__builtin_expect(bin_next_fast(&f->in[i]), 1))
+		return KVS_OK;
+	return bin_next_slow(f, i, live);
+}
+
+/* Input records consumed so far (kvs_merge_stats.input_records). */
+static uint64_t fast_consumed(const fast *f, const bool *live)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < 2; i++) {
+		const bin *b = &f->in[i];
+		uint64_t records = f->m->cur[i]->seg->records;
+		uint64_t left = b->left - (b->granted - b->budget);
+		n += live[i] ? records - 1 - left : records;
+	}
+	return n;
+}
+
+/* The writer's state from o, with out records in all. */
+static void bout_sync(kvs_writer *w, const bout *o, uint64_t out)
+{
+	uint64_t until = o->until_restart - (o->granted - o->budget);
+	w->buf_len = (size_t)(o->op - w->buf);
+	w->records = out;
+	w->tombstones = o->tombstones;
+	w->key_bits = 8 * o->key_bytes;
+	w->value_bytes = o->value_bytes;
+	if (8 * o->max_len > w->max_key_bits)
+		w->max_key_bits = 8 * o->max_len;
+	w->prev_bits = 8 * o->prev_len;
+	w->prev_vh = o->prev_vh;
+	w->in_block = until ? o->K - (uint32_t)until : 0;
+}
+
+/* Records o may write in line from here: up to the next restart, and as
+ * many as surely fit in the buffer. */
+static void bout_grant(bout *o, const kvs_writer *w)
+{
+	uint64_t room = (uint64_t)(w->buf + w->buf_cap - o->op) / FAST_MAXREC;
+	o->granted = o->budget = o->until_restart < room ? o->until_restart
+	                                                  : room;
+}
+
+/* The record's bytes after its header (FORMAT.md §6.1), the key from lcp. */
+static inline __attribute__((always_inline)) uint8_t *
+bout_body(bout *o, uint8_t *p, const bin *b, uint64_t lcp, bool vc)
+{
+	uint64_t len = b->len, slen = len - lcp, vlen = b->vlen;
+	const uint8_t *k = b->key + lcp; /* 16 readable bytes from k */
+	if (slen <= 16) {
+		kvs_store_le64(p, kvs_load_le64(k));
+		kvs_store_le64(p + 8, kvs_load_le64(k + 8));
+	} else {
+		copy_words(p, k, slen);
+	}
+	p += slen;
+	if (vc) {
+		if (b->vh < 0x80)
+			*p++ = (uint8_t)b->vh;
+		else
+			p += kvs_varint_put(p, b->vh);
+	}
+	if (vlen <= 16) { /* 16 readable bytes: see bin */
+		kvs_store_le64(p, kvs_load_le64(b->value));
+		kvs_store_le64(p + 8, kvs_load_le64(b->value + 8));
+	} else {
+		copy_value(p, b->value, 0, (size_t)vlen);
+	}
+	p += vlen;
+	o->prev_len = len;
+	o->prev_vh = b->vh;
+	o->tombstones += o->typed & (b->vh == 0);
+	o->key_bytes += len;
+	o->value_bytes += vlen;
+	if (len > o->max_len)
+		o->max_len = len;
+	return p;
+}
+
+/* A record that is not a restart, with room for it. */
+static inline __attribute__((always_inline)) void
+bout_usual(bout *o, const bin *b)
+{
+	uint8_t *p = o->op;
+	uint64_t lcp = b->lcp;
+	bool kc = b->len != o->prev_len, vc = b->vh != o->prev_vh;
+	uint64_t h = lcp << 2 | (uint64_t)kc << 1 | vc;
+	if (h < 0x80 && !kc) {
+		*p++ = (uint8_t)h;
+	} else {
+		p += kvs_varint_put(p, h);
+		if (kc)
+			p += kvs_varint_put(p, seg_zigzag(b->len, o->prev_len));
+	}
+	o->op = bout_body(o, p, b, lcp, vc);
+}
+
+/* The fence parts of a restart key (seg_writer_restart), from the key
+ * with 8 readable bytes past it. */
+static void fast_restart_index(fast *f, const bin *b)
+{
+	kvs_writer *w = f->m->w;
+	uint64_t bits = 8 * b->len, at;
+	int cmp;
+	at = key_lcp_bits(f->first, f->first_len, b->key, b->len, &cmp);
+	uint32_t win = 0;
+	if (bits > at) { /* bits [at, at + 32) of the key, zero past it */
+		uint64_t first = at / 8, n = b->len - first;
+		uint64_t x = kvs_load_be64(b->key + first);
+		if (n < 8)
+			x &= ~(~(uint64_t)0 >> (8 * n));
+		win = (uint32_t)((x << (at & 7)) >> 32);
+		uint64_t avail = bits - at;
+		if (avail < 32)
+			win &= ~(uint32_t)0 << (32 - avail);
+	}
+	size_t j = w->restarts_len++;
+	w->restarts[j] = w->flushed + (uint64_t)(f->o.op - w->buf);
+	w->fence_skip[j] = at;
+	w->fence_win[j] = win;
+}
+
+/* An output restart, a flush or a long record; a progress call at each
+ * restart. */
+static __attribute__((noinline)) kvs_status
+bout_put_slow(fast *f, const bin *b, const bool *live)
+{
+	merge *m = f->m;
+	kvs_writer *w = m->w;
+	bout *o = &f->o;
+	kvs_status st;
+	o->until_restart -= o->granted - o->budget;
+	o->granted = o->budget = 0;
+	uint64_t consumed = fast_consumed(f, live);
+	uint64_t replaced = m->st.replaced;
+	if (b->vlen > KVS_MAX_VALUE_LEN) { /* refused with its message */
+		bout_sync(w, o, consumed - replaced);
+		return seg_writer_add(w, b->key, 8 * b->len,
+		                      b->typed && b->vh == 0 ? KVS_KIND_TOMBSTONE
+		                                             : KVS_KIND_VALUE,
+		                      b->value, 0, (size_t)b->vlen, m->err);
+	}
+	if (o->until_restart == 0 && consumed >= m->next_progress &&
+	    m->opt->progress) {
+		m->next_progress = consumed + PROGRESS_EVERY;
+		if (m->opt->progress(m->opt->progress_ctx, consumed, m->total))
+			return kvs_error_set(m->err, KVS_E_CANCELED,
+			                     "merge canceled after %" PRIu64
+			                     " of %" PRIu64 " input records",
+			                     consumed, m->total);
+	}
+	size_t need = 3 * KVS_VARINT_MAX + 32 + (size_t)(b->len + b->vlen);
+	if (need < FAST_MAXREC)
+		need = FAST_MAXREC;
+	w->buf_len = (size_t)(o->op - w->buf);
+	if (w->buf_len >= FAST_CHUNK || need > w->buf_cap - w->buf_len) {
+		if ((st = seg_writer_flush(w, m->err)) != KVS_OK)
+			return st;
+		if (seg_grow(&w->buf, &w->buf_cap, need + FAST_CHUNK) != KVS_OK)
+			return seg_writer_fail(w, m->err, KVS_E_NOMEM, "%s: %s",
+			                       "out of memory");
+		o->op = w->buf;
+	}
+	if (o->until_restart) {
+		bout_usual(o, b);
+		o->until_restart--;
+	} else {
+		fast_restart_index(f, b);
+		uint8_t *p = o->op;
+		p += kvs_varint_put(p, b->len);
+		o->op = bout_body(o, p, b, 0, true);
+		o->until_restart = o->K - 1;
+	}
+	bout_grant(o, w);
+	return KVS_OK;
+}
+
+static inline __attribute__((always_inline)) kvs_status
+bout_put(fast *f, const bin *b, const bool *live)
+{
+	bout *o = &f->o;
+	if (__builtin_expect(o->budget == 0 || b->len + b->vlen > FAST_REC, 0))
+		return bout_put_slow(f, b, live);
+	bout_usual(o, b);
+	o->budget--;
+	return KVS_OK;
+}
+
+/* Can merge_two_bytes_fast take this merge? */
+static bool bytes_fast_fits(const merge *m)
+{
+	const kvs_writer *w = m->w;
+	for (size_t i = 0; i < 2; i++) {
+		const kvs_cursor *c = m->cur[i];
+		if (c->seg->profile != KVS_PROFILE_BYTE ||
+		    c->seg->framing != w->opt.framing || !on_record(c))
+			return false;
+	}
+	return w->opt.profile == KVS_PROFILE_BYTE && !m->opt->drop_tombstones &&
+	       w->records == 0;
+}
+
+/* Room for every restart of the output, the buffer, the keys. */
+static kvs_status fast_setup(fast *f, merge *m)
+{
+	kvs_writer *w = m->w;
+	uint64_t max_len = 0;
+	for (size_t i = 0; i < 2; i++) {
+		uint64_t l = m->cur[i]->seg->max_key_bits / 8;
+		if (l > max_len)
+			max_len = l;
+	}
+	f->old = malloc((size_t)max_len + 16);
+	f->first = malloc((size_t)max_len + 16);
+	uint8_t *pk = realloc(w->prev_key, (size_t)max_len + 8);
+	if (pk) {
+		w->prev_key = pk;
+		w->prev_cap = (size_t)max_len + 8;
+	}
+	size_t n = (size_t)(m->total / w->opt.restart_interval + 2);
+	if (n > w->restarts_cap) {
+		uint64_t *r = realloc(w->restarts, n * sizeof *r);
+		if (r)
+			w->restarts = r;
+		uint64_t *fs = realloc(w->fence_skip, n * sizeof *fs);
+		if (fs)
+			w->fence_skip = fs;
+		uint32_t *fw = realloc(w->fence_win, n * sizeof *fw);
+		if (fw)
+			w->fence_win = fw;
+		if (!r || !fs || !fw)
+			pk = NULL;
+		else
+			w->restarts_cap = n;
+	}
+	if (!f->old || !f->first || !pk ||
+	    seg_grow(&w->buf, &w->buf_cap, FAST_CHUNK + FAST_MAXREC) != KVS_OK)
+		return seg_writer_fail(w, m->err, KVS_E_NOMEM, "%s: %s",
+		                       "out of memory");
+	return KVS_OK;
+}
+
+static kvs_status merge_two_bytes_fast(merge *m)
+{
+	kvs_writer *w = m->w;
+	fast f;
+	memset(&f, 0, sizeof f);
+	f.m = m;
+	bin *a = &f.in[0], *b = &f.in[1];
+	bool live[2] = {true, true};
+	kvs_status st = fast_setup(&f, m);
+	if (st != KVS_OK)
+		goto out;
+	bin_load(a, m->cur[0]);
+	bin_load(b, m->cur[1]);
+	/* the first round: the writer's general path, which keeps the key */
+	int cmp;
+	uint64_t l = key_lcp_bits(a->key, a->len, b->key, b->len, &cmp) / 8;
+	if ((st = emit_with(m, cmp < 0 ? 0 : 1, KVS_PROFILE_BYTE,
+	                    seg_default_fields)) != KVS_OK)
+		goto out;
+	f.first_len = w->first_bits / 8;
+	memcpy(f.first, w->first_key, (size_t)f.first_len);
+	bout *o = &f.o;
+	o->op = w->buf + w->buf_len;
+	o->prev_len = w->prev_bits / 8;
+	o->prev_vh = w->prev_vh;
+	o->K = w->opt.restart_interval;
+	o->until_restart = w->in_block ? o->K - w->in_block : 0;
+	o->typed = w->opt.framing == KVS_FRAMING_TYPED;
+	o->tombstones = w->tombstones;
+	o->key_bytes = w->key_bits / 8;
+	o->value_bytes = w->value_bytes;
+	o->max_len = w->max_key_bits / 8;
+	bout_grant(o, w);
+	if (cmp <= 0)
+		b->lcp = l;
+	else
+		a->lcp = l;
+	if (cmp >= 0 && (st = bin_advance(&f, 1, &live[1])) != KVS_OK)
+		goto out;
+	if (cmp == 0)
+		m->st.replaced++;
+	if (cmp <= 0 && (st = bin_advance(&f, 0, &live[0])) != KVS_OK)
+		goto out;
+	while (live[0] && live[1]) {
+		l = key_lcp_bits(a->key, a->len, b->key, b->len, &cmp) / 8;
+		if (cmp < 0) {
+			if ((st = bout_put(&f, a, live)) != KVS_OK)
+				goto out;
+			b->lcp = l;
+			st = bin_advance(&f, 0, &live[0]);
+		} else {
+			if ((st = bout_put(&f, b, live)) != KVS_OK)
+				goto out;
+			a->lcp = l;
+			st = bin_advance(&f, 1, &live[1]);
+			if (cmp == 0 && st == KVS_OK) { /* the newer input wins */
+				m->st.replaced++;
+				st = bin_advance(&f, 0, &live[0]);
+			}
+		}
+		if (st != KVS_OK)
+			goto out;
+	}
+	/* one input left: its records follow each other */
+	size_t ri = live[0] ? 0 : 1;
+	bin *r = &f.in[ri];
+	const bin *last = live[ri] ? r : b;
+	while (live[ri]) {
+		if ((st = bout_put(&f, r, live)) != KVS_OK)
+			goto out;
+		if ((st = bin_advance(&f, ri, &live[ri])) != KVS_OK)
+			goto out;
+	}
+	m->st.input_records = fast_consumed(&f, live);
+	m->st.output_records = m->st.input_records - m->st.replaced;
+	bout_sync(w, o, m->st.output_records);
+	/* the last key: still in its input's buffer, which has not moved
+	 * since (the input has no record left) */
+	memcpy(w->prev_key, last->key, (size_t)o->prev_len);
+out:
+	free(f.old);
+	free(f.first);
+	for (size_t i = 0; i < 2; i++)
+		m->cur[i]->ordinal = m->cur[i]->seg->records;
+	return st;
+}
+
 static kvs_status merge_two(merge *m)
 {
 	const kvs_writer *w = m->w;
@@ -205,7 +802,8 @@ static kvs_status merge_two(merge *m)
 	bool out_byte = w->opt.profile == KVS_PROFILE_BYTE;
 	if (out_byte && a->profile == KVS_PROFILE_BYTE &&
 	    b->profile == KVS_PROFILE_BYTE)
-		return merge_two_byte(m);
+		return bytes_fast_fits(m) ? merge_two_bytes_fast(m)
+		                          : merge_two_byte(m);
 	if (!out_byte && w->default_codes && a->profile == KVS_PROFILE_BIT &&
 	    a->default_codes && b->profile == KVS_PROFILE_BIT &&
 	    b->default_codes)
