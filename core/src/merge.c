@@ -253,12 +253,12 @@ typedef struct fast {
 } fast;
 
 /* The LCP of two byte keys in buffers with 8 readable bytes past each, in
- * bits; *cmp their order. */
+ * bits; *cmp their order. Their first from bytes are known to be equal. */
 static inline __attribute__((always_inline)) uint64_t
-key_lcp_bits(const uint8_t *a, uint64_t la, const uint8_t *b, uint64_t lb,
-             int *cmp)
+key_lcp_from(const uint8_t *a, uint64_t la, const uint8_t *b, uint64_t lb,
+             uint64_t from, int *cmp)
 {
-	uint64_t n = la < lb ? la : lb, i = 0;
+	uint64_t n = la < lb ? la : lb, i = from & ~(uint64_t)7;
 	for (; i + 8 <= n; i += 8) {
 		uint64_t x = kvs_load_be64(a + i), y = kvs_load_be64(b + i);
 		if (x != y) {
@@ -277,6 +277,36 @@ key_lcp_bits(const uint8_t *a, uint64_t la, const uint8_t *b, uint64_t lb,
 	}
 	*cmp = la < lb ? -1 : la > lb;
 	return 8 * n;
+}
+
+static inline __attribute__((always_inline)) uint64_t
+key_lcp_bits(const uint8_t *a, uint64_t la, const uint8_t *b, uint64_t lb,
+             int *cmp)
+{
+	return key_lcp_from(a, la, b, lb, 0, cmp);
+}
+
+/*
+ * The order of the two inputs' keys and their LCP in bytes, from their
+ * LCPs with the last output key P, which both are above: when these
+ * differ, the key that shares more with P is the smaller and the LCP is
+ * the other one's; when they are equal, the keys agree that far, and both
+ * have a byte there (a key that ended there would be a prefix of P).
+ */
+static inline __attribute__((always_inline)) uint64_t
+heads_lcp(const bin *a, const bin *b, int *cmp)
+{
+	uint64_t la = a->lcp, lb = b->lcp;
+	if (la != lb) {
+		*cmp = la > lb ? -1 : 1;
+		return la < lb ? la : lb;
+	}
+	unsigned x = a->key[la], y = b->key[la];
+	if (x != y) { /* the usual case: they differ right there */
+		*cmp = x > y ? 1 : -1;
+		return la;
+	}
+	return key_lcp_from(a->key, a->len, b->key, b->len, la, cmp) / 8;
 }
 
 /* A short value near the stream's end gets 16 readable bytes. */
@@ -599,17 +629,16 @@ bout_put_slow(fast *f, const bin *b, const bool *live)
 	kvs_status st;
 	o->until_restart -= o->granted - o->budget;
 	o->granted = o->budget = 0;
-	uint64_t consumed = fast_consumed(f, live);
-	uint64_t replaced = m->st.replaced;
 	if (b->vlen > KVS_MAX_VALUE_LEN) { /* refused with its message */
-		bout_sync(w, o, consumed - replaced);
+		bout_sync(w, o, fast_consumed(f, live) - m->st.replaced);
 		return seg_writer_add(w, b->key, 8 * b->len,
 		                      b->typed && b->vh == 0 ? KVS_KIND_TOMBSTONE
 		                                             : KVS_KIND_VALUE,
 		                      b->value, 0, (size_t)b->vlen, m->err);
 	}
-	if (o->until_restart == 0 && consumed >= m->next_progress &&
-	    m->opt->progress) {
+	uint64_t consumed;
+	if (o->until_restart == 0 && m->opt->progress &&
+	    (consumed = fast_consumed(f, live)) >= m->next_progress) {
 		m->next_progress = consumed + PROGRESS_EVERY;
 		if (m->opt->progress(m->opt->progress_ctx, consumed, m->total))
 			return kvs_error_set(m->err, KVS_E_CANCELED,
@@ -751,26 +780,35 @@ static kvs_status merge_two_bytes_fast(merge *m)
 		m->st.replaced++;
 	if (cmp <= 0 && (st = bin_advance(&f, 0, &live[0])) != KVS_OK)
 		goto out;
-	while (live[0] && live[1]) {
-		l = key_lcp_bits(a->key, a->len, b->key, b->len, &cmp) / 8;
+	/* Moves input i on; an input's end (found out of line) ends the loop. */
+#define FAST_ADVANCE(i)                                                      \
+	do {                                                                 \
+		if (!bin_next_fast(&f.in[i])) {                               \
+			if ((st = bin_next_slow(&f, i, &live[i])) != KVS_OK) \
+				goto out;                                     \
+			ended |= !live[i];                                    \
+		}                                                             \
+	} while (0)
+	bool ended = !live[0] || !live[1];
+	while (!ended) {
+		l = heads_lcp(a, b, &cmp);
 		if (cmp < 0) {
 			if ((st = bout_put(&f, a, live)) != KVS_OK)
 				goto out;
 			b->lcp = l;
-			st = bin_advance(&f, 0, &live[0]);
+			FAST_ADVANCE(0);
 		} else {
 			if ((st = bout_put(&f, b, live)) != KVS_OK)
 				goto out;
 			a->lcp = l;
-			st = bin_advance(&f, 1, &live[1]);
-			if (cmp == 0 && st == KVS_OK) { /* the newer input wins */
+			FAST_ADVANCE(1);
+			if (cmp == 0) { /* the newer input wins */
 				m->st.replaced++;
-				st = bin_advance(&f, 0, &live[0]);
+				FAST_ADVANCE(0);
 			}
 		}
-		if (st != KVS_OK)
-			goto out;
 	}
+#undef FAST_ADVANCE
 	/* one input left: its records follow each other */
 	size_t ri = live[0] ? 0 : 1;
 	bin *r = &f.in[ri];
