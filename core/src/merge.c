@@ -350,37 +350,36 @@ static void bin_load(bin *b, const kvs_cursor *c)
  * The next record of b in the usual case: inside b's budget, a one-byte
  * header with the key's length unchanged, a suffix whose first byte is
  * above the previous key's (so the LCP is whole and the key larger), a
- * one-byte value header if any, and 40 bytes of stream to spare after the
- * suffix and 16 after the value. False (b unchanged) otherwise.
- * FORMAT.md §6.1.
+ * one-byte value header if any, and 16 bytes of stream to spare after the
+ * value (and room for a record of the previous lengths and 64 bytes more,
+ * which covers the header, the suffix's words and the value header). False
+ * (b unchanged) otherwise. typed is b->typed as a constant. FORMAT.md §6.1.
  */
-static inline __attribute__((always_inline)) bool bin_next_fast(bin *b)
+static inline __attribute__((always_inline)) bool bin_next_fast(bin *b,
+                                                                bool typed)
 {
 	const uint8_t *p = b->p;
-	uint64_t avail = (uint64_t)(b->end - p);
-	if (b->budget == 0 || avail < 40)
+	uint64_t len = b->len, vh = b->vh, vlen = b->vlen;
+	if (b->budget == 0 || len + vlen + 64 > (uint64_t)(b->end - p))
 		return false;
 	unsigned h = p[0];
-	uint64_t lcp = h >> 2, len = b->len;
+	uint64_t lcp = h >> 2;
 	if ((h & 0x82) || lcp >= len)
 		return false;
 	uint64_t slen = len - lcp;
-	if (slen + 40 > avail)
-		return false;
 	const uint8_t *s = p + 1, *q = s + slen;
 	if (s[0] <= b->key[lcp])
 		return false;
-	uint64_t vh = b->vh, vlen = b->vlen;
 	if (h & 1) {
 		unsigned v = q[0];
 		if (v >= 0x80 || v == vh)
 			return false;
 		vh = v;
-		vlen = b->typed ? (v ? v - 1 : 0) : v;
+		vlen = typed ? (v ? v - 1 : 0) : v;
 		q++;
+		if (vlen + 16 > (uint64_t)(b->end - q))
+			return false;
 	}
-	if (vlen + 16 > (uint64_t)(b->end - q))
-		return false;
 	/* the suffix, in whole words at multiples of 8 (see decode_byte) */
 	uint64_t back = lcp & 7, a = lcp - back;
 	const uint8_t *src = s - back;
@@ -494,9 +493,9 @@ bin_next_slow(fast *f, size_t i, bool *live)
 
 /* Moves input i to its next record; *live false when it has none. */
 static inline __attribute__((always_inline)) kvs_status
-bin_advance(fast *f, size_t i, bool *live)
+bin_advance(fast *f, size_t i, bool *live, bool typed)
 {
-	if (__builtin_expect(bin_next_fast(&f->in[i]), 1))
+	if (__builtin_expect(bin_next_fast(&f->in[i], typed), 1))
 		return KVS_OK;
 	return bin_next_slow(f, i, live);
 }
@@ -541,7 +540,8 @@ static void bout_grant(bout *o, const kvs_writer *w)
 
 /* The record's bytes after its header (FORMAT.md §6.1), the key from lcp. */
 static inline __attribute__((always_inline)) uint8_t *
-bout_body(bout *o, uint8_t *p, const bin *b, uint64_t lcp, bool vc)
+bout_body(bout *o, uint8_t *p, const bin *b, uint64_t lcp, bool vc,
+          bool typed)
 {
 	uint64_t len = b->len, slen = len - lcp, vlen = b->vlen;
 	const uint8_t *k = b->key + lcp; /* 16 readable bytes from k */
@@ -567,7 +567,7 @@ bout_body(bout *o, uint8_t *p, const bin *b, uint64_t lcp, bool vc)
 	p += vlen;
 	o->prev_len = len;
 	o->prev_vh = b->vh;
-	o->tombstones += o->typed & (b->vh == 0);
+	o->tombstones += typed & (b->vh == 0);
 	o->key_bytes += len;
 	o->value_bytes += vlen;
 	if (len > o->max_len)
@@ -577,7 +577,7 @@ bout_body(bout *o, uint8_t *p, const bin *b, uint64_t lcp, bool vc)
 
 /* A record that is not a restart, with room for it. */
 static inline __attribute__((always_inline)) void
-bout_usual(bout *o, const bin *b)
+bout_usual(bout *o, const bin *b, bool typed)
 {
 	uint8_t *p = o->op;
 	uint64_t lcp = b->lcp;
@@ -590,7 +590,7 @@ bout_usual(bout *o, const bin *b)
 		if (kc)
 			p += kvs_varint_put(p, seg_zigzag(b->len, o->prev_len));
 	}
-	o->op = bout_body(o, p, b, lcp, vc);
+	o->op = bout_body(o, p, b, lcp, vc, typed);
 }
 
 /* The fence parts of a restart key (seg_writer_restart), from the key
@@ -659,13 +659,13 @@ bout_put_slow(fast *f, const bin *b, const bool *live)
 		o->op = w->buf;
 	}
 	if (o->until_restart) {
-		bout_usual(o, b);
+		bout_usual(o, b, o->typed);
 		o->until_restart--;
 	} else {
 		fast_restart_index(f, b);
 		uint8_t *p = o->op;
 		p += kvs_varint_put(p, b->len);
-		o->op = bout_body(o, p, b, 0, true);
+		o->op = bout_body(o, p, b, 0, true, o->typed);
 		o->until_restart = o->K - 1;
 	}
 	bout_grant(o, w);
@@ -673,12 +673,12 @@ bout_put_slow(fast *f, const bin *b, const bool *live)
 }
 
 static inline __attribute__((always_inline)) kvs_status
-bout_put(fast *f, const bin *b, const bool *live)
+bout_put(fast *f, const bin *b, const bool *live, bool typed)
 {
 	bout *o = &f->o;
 	if (__builtin_expect(o->budget == 0 || b->len + b->vlen > FAST_REC, 0))
 		return bout_put_slow(f, b, live);
-	bout_usual(o, b);
+	bout_usual(o, b, typed);
 	o->budget--;
 	return KVS_OK;
 }
@@ -737,7 +737,8 @@ static kvs_status fast_setup(fast *f, merge *m)
 	return KVS_OK;
 }
 
-static kvs_status merge_two_bytes_fast(merge *m)
+static inline __attribute__((always_inline)) kvs_status
+merge_two_bytes_with(merge *m, bool typed)
 {
 	kvs_writer *w = m->w;
 	fast f;
@@ -774,16 +775,16 @@ static kvs_status merge_two_bytes_fast(merge *m)
 		b->lcp = l;
 	else
 		a->lcp = l;
-	if (cmp >= 0 && (st = bin_advance(&f, 1, &live[1])) != KVS_OK)
+	if (cmp >= 0 && (st = bin_advance(&f, 1, &live[1], typed)) != KVS_OK)
 		goto out;
 	if (cmp == 0)
 		m->st.replaced++;
-	if (cmp <= 0 && (st = bin_advance(&f, 0, &live[0])) != KVS_OK)
+	if (cmp <= 0 && (st = bin_advance(&f, 0, &live[0], typed)) != KVS_OK)
 		goto out;
 	/* Moves input i on; an input's end (found out of line) ends the loop. */
 #define FAST_ADVANCE(i)                                                      \
 	do {                                                                 \
-		if (!bin_next_fast(&f.in[i])) {                               \
+		if (!bin_next_fast(&f.in[i], typed)) {                               \
 			if ((st = bin_next_slow(&f, i, &live[i])) != KVS_OK) \
 				goto out;                                     \
 			ended |= !live[i];                                    \
@@ -793,12 +794,12 @@ static kvs_status merge_two_bytes_fast(merge *m)
 	while (!ended) {
 		l = heads_lcp(a, b, &cmp);
 		if (cmp < 0) {
-			if ((st = bout_put(&f, a, live)) != KVS_OK)
+			if ((st = bout_put(&f, a, live, typed)) != KVS_OK)
 				goto out;
 			b->lcp = l;
 			FAST_ADVANCE(0);
 		} else {
-			if ((st = bout_put(&f, b, live)) != KVS_OK)
+			if ((st = bout_put(&f, b, live, typed)) != KVS_OK)
 				goto out;
 			a->lcp = l;
 			FAST_ADVANCE(1);
@@ -814,9 +815,9 @@ static kvs_status merge_two_bytes_fast(merge *m)
 	bin *r = &f.in[ri];
 	const bin *last = live[ri] ? r : b;
 	while (live[ri]) {
-		if ((st = bout_put(&f, r, live)) != KVS_OK)
+		if ((st = bout_put(&f, r, live, typed)) != KVS_OK)
 			goto out;
-		if ((st = bin_advance(&f, ri, &live[ri])) != KVS_OK)
+		if ((st = bin_advance(&f, ri, &live[ri], typed)) != KVS_OK)
 			goto out;
 	}
 	m->st.input_records = fast_consumed(&f, live);
@@ -831,6 +832,14 @@ out:
 	for (size_t i = 0; i < 2; i++)
 		m->cur[i]->ordinal = m->cur[i]->seg->records;
 	return st;
+}
+
+/* The framing as a constant (typed: tombstones and value lengths). */
+static kvs_status merge_two_bytes_fast(merge *m)
+{
+	if (m->w->opt.framing == KVS_FRAMING_TYPED)
+		return merge_two_bytes_with(m, true);
+	return merge_two_bytes_with(m, false);
 }
 
 static kvs_status merge_two(merge *m)
