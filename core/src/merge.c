@@ -202,8 +202,9 @@ __attribute__((flatten)) static kvs_status merge_two_bit(merge *m)
  *
  * The usual merge (two inputs and the output in the byte profile, one
  * framing, tombstones kept) with the inputs' and the output's state in
- * locals, and without the writer's per-record LCP with the previous key:
- * the output's LCP is already known. Each input keeps the LCP of its
+ * one local struct (the cursors and the writer are brought up to date
+ * where the general code needs them), and without the writer's per-record
+ * LCP with the previous key: the output's LCP is already known. Each input keeps the LCP of its
  * current key with the last output key. When the input has just moved,
  * that is its header's LCP with its previous key (the last output key, or
  * an older binding of it), checked to be the whole common prefix with one
@@ -227,6 +228,7 @@ typedef struct bin { /* one input */
 	uint64_t budget;        /* records to take in line before looking */
 	uint64_t granted;       /* the budget as it was given */
 	uint64_t left;          /* records after the current (at the grant) */
+	uint64_t max_len;       /* the input's longest key */
 	uint32_t in_block, K;   /* ordinal % K (at the grant) */
 	bool typed;
 	uint8_t bounce[16]; /* a short value near the stream's end */
@@ -341,6 +343,7 @@ static void bin_load(bin *b, const kvs_cursor *c)
 	b->left = s->records - 1 - c->ordinal;
 	b->in_block = c->in_block;
 	b->K = s->restart_interval;
+	b->max_len = s->max_key_bits / 8;
 	b->typed = s->framing == KVS_FRAMING_TYPED;
 	bin_bounce(b);
 	bin_grant(b);
@@ -441,9 +444,6 @@ static __attribute__((noinline)) kvs_status
 bin_next_slow(fast *f, size_t i, bool *live)
 {
 	bin *b = &f->in[i];
-	merge *m = f->m;
-	kvs_cursor *c = m->cur[i];
-	const kvs_segment *s = c->seg;
 	uint64_t used = b->granted - b->budget;
 	b->left -= used;
 	b->in_block += (uint32_t)used;
@@ -453,12 +453,15 @@ bin_next_slow(fast *f, size_t i, bool *live)
 		return KVS_OK;
 	}
 	uint32_t ib = b->in_block + 1 == b->K ? 0 : b->in_block + 1;
-	if (ib == 0 && bin_restart(b, s->max_key_bits / 8)) {
+	if (ib == 0 && bin_restart(b, b->max_len)) { /* the usual case */
 		b->in_block = 0;
 		b->left--;
 		bin_grant(b);
 		return KVS_OK;
 	}
+	merge *m = f->m;
+	kvs_cursor *c = m->cur[i];
+	const kvs_segment *s = c->seg;
 	uint64_t rec = s->records - b->left;
 	/* in words: the key was just stored so (a wider load would wait) */
 	copy_words(f->old, b->key, b->len);
