@@ -717,22 +717,9 @@ static kvs_status fast_setup(fast *f, merge *m)
 		w->prev_key = pk;
 		w->prev_cap = (size_t)max_len + 8;
 	}
-	size_t n = (size_t)(m->total / w->opt.restart_interval + 2);
-	if (n > w->restarts_cap) {
-		uint64_t *r = realloc(w->restarts, n * sizeof *r);
-		if (r)
-			w->restarts = r;
-		uint64_t *fs = realloc(w->fence_skip, n * sizeof *fs);
-		if (fs)
-			w->fence_skip = fs;
-		uint32_t *fw = realloc(w->fence_win, n * sizeof *fw);
-		if (fw)
-			w->fence_win = fw;
-		if (!r || !fs || !fw)
-			pk = NULL;
-		else
-			w->restarts_cap = n;
-	}
+	if (!seg_writer_grow_restarts(
+	        w, (size_t)(m->total / w->opt.restart_interval + 2)))
+		pk = NULL;
 	if (!f->old || !f->first || !pk ||
 	    seg_grow(&w->buf, &w->buf_cap, FAST_CHUNK + FAST_MAXREC) != KVS_OK)
 		return seg_writer_fail(w, m->err, KVS_E_NOMEM, "%s: %s",

@@ -258,26 +258,34 @@ static kvs_status refuse(kvs_writer *w, const void *key, uint64_t key_bits,
 	return KVS_OK;
 }
 
+bool seg_writer_grow_restarts(kvs_writer *w, size_t n)
+{
+	if (n <= w->restarts_cap)
+		return true;
+	uint64_t *r = realloc(w->restarts, n * sizeof *r);
+	if (r)
+		w->restarts = r;
+	uint64_t *fs = realloc(w->fence_skip, n * sizeof *fs);
+	if (fs)
+		w->fence_skip = fs;
+	uint32_t *fw = realloc(w->fence_win, n * sizeof *fw);
+	if (fw)
+		w->fence_win = fw;
+	if (!r || !fs || !fw)
+		return false;
+	w->restarts_cap = n;
+	return true;
+}
+
 /* A new restart: its stream offset and its fence's parts. */
 kvs_status seg_writer_restart(kvs_writer *w, const uint8_t *pk,
                               uint64_t key_bits, kvs_error *err)
 {
-	if (w->restarts_len == w->restarts_cap) {
-		size_t n = w->restarts_cap ? 2 * w->restarts_cap : 64;
-		uint64_t *r = realloc(w->restarts, n * sizeof *r);
-		if (r)
-			w->restarts = r;
-		uint64_t *fs = realloc(w->fence_skip, n * sizeof *fs);
-		if (fs)
-			w->fence_skip = fs;
-		uint32_t *fw = realloc(w->fence_win, n * sizeof *fw);
-		if (fw)
-			w->fence_win = fw;
-		if (!r || !fs || !fw)
-			return seg_writer_fail(w, err, KVS_E_NOMEM, "%s: %s",
-			            "out of memory");
-		w->restarts_cap = n;
-	}
+	if (w->restarts_len == w->restarts_cap &&
+	    !seg_writer_grow_restarts(w, w->restarts_cap ? 2 * w->restarts_cap
+	                                                 : 64))
+		return seg_writer_fail(w, err, KVS_E_NOMEM, "%s: %s",
+		                       "out of memory");
 	w->restarts[w->restarts_len] = stream_offset(w);
 	uint64_t at = key_bits;
 	if (w->records) {

@@ -56,6 +56,9 @@ kvs_status seg_writer_fail(kvs_writer *w, kvs_error *err, kvs_status st,
 kvs_status seg_writer_put_field(kvs_writer *w, kvs_field f, uint64_t value,
                                 uint64_t prev, kvs_error *err);
 kvs_status seg_writer_flush(kvs_writer *w, kvs_error *err);
+/* Room for at least n restarts (their offsets and fences); false, with
+ * the arrays as they were or grown, when memory runs out. */
+bool seg_writer_grow_restarts(kvs_writer *w, size_t n);
 kvs_status seg_writer_restart(kvs_writer *w, const uint8_t *pk,
                               uint64_t key_bits, kvs_error *err);
 kvs_status seg_writer_order_error(kvs_writer *w, int cmp, kvs_error *err);
