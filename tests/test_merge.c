@@ -1864,6 +1864,105 @@ static void test_corrupt_input(void **state)
 	g_mode = "";
 }
 
+/*
+ * Every bit of the first stream bytes of a bit-profile input flipped in
+ * turn, tombstones kept: the two-input bit loop hands the writer LCPs it
+ * takes from its inputs' LCP fields, so a field that claims more than the
+ * keys share, or keys that decrease, must still fail the merge with a
+ * message and leave nothing (or decode to records that merge into an
+ * output that verifies).
+ */
+static void test_corrupt_bit_fields(void **state)
+{
+	(void)state;
+	test_rng r = test_rng_for(g_seed, 10);
+	char base[PATH_MAX], in_dir[PATH_MAX], out_dir[PATH_MAX];
+	make_case_dirs(base, "corrupt_bit_fields");
+	path_join(in_dir, base, "in");
+	path_join(out_dir, base, "out");
+	unsigned failed = 0, tries = 0;
+	for (unsigned m = 0; m < NMODES; m++) {
+		if (MODES[m].profile != KVS_PROFILE_BIT)
+			continue;
+		for (size_t c = 0; c < 2; c++) {
+			merge_case mc = {"",    KEYS_HASH, VALS_SMALL, 0,  200,
+			                 false, 2,         70,         10, 0};
+			universe u;
+			uni_generate(&u, &mc, &r);
+			unsigned im[2] = {m, m};
+			recs *in = gen_inputs(&mc, &u, im, &r);
+			merge_run mr;
+			memset(&mr, 0, sizeof mr);
+			mr.n = 2;
+			mr.in = in;
+			mr.im = im;
+			mr.in_K = 15;
+			kvs_segment **segs = write_inputs(in_dir, &mr);
+			char p1[PATH_MAX], name[32];
+			snprintf(name, sizeof name, "in-%03zu.kvseg", c);
+			path_join(p1, in_dir, name);
+			size_t len;
+			uint8_t *orig = slurp(p1, &len);
+			kvs_segment_unref(segs[c]);
+			segs[c] = NULL;
+			uint32_t nsec =
+			    (uint32_t)orig[52] | (uint32_t)orig[53] << 8;
+			size_t lo = 128 + 32 * (size_t)nsec;
+			kvs_segment_info info;
+			kvs_segment *tmp = open_verified(p1);
+			kvs_segment_info_get(tmp, &info);
+			kvs_segment_unref(tmp);
+			size_t hi = lo + (size_t)info.stream_bytes;
+			if (hi > lo + 96)
+				hi = lo + 96;
+			uint8_t *f = malloc(len);
+			assert_non_null(f);
+			for (size_t bit = 8 * lo; bit < 8 * hi; bit++) {
+				memcpy(f, orig, len);
+				f[bit / 8] ^= (uint8_t)(0x80u >> (bit % 8));
+				spit(p1, f, len);
+				kvs_error err;
+				memset(&err, 0, sizeof err);
+				if (kvs_segment_open(&segs[c], p1, &err) !=
+				    KVS_OK)
+					continue;
+				set_case("%s input %zu, bit %zu flipped",
+				         MODES[m].name, c, bit);
+				mr.out_mode = m;
+				set_mode_of(&mr);
+				kvs_merge_options mo = merge_opts(&mr, 3);
+				mo.drop_tombstones = false;
+				char p[PATH_MAX];
+				path_join(p, out_dir, "merged.kvseg");
+				kvs_status st =
+				    kvs_merge(segs, 2, p, &mo, NULL, &err);
+				tries++;
+				if (st == KVS_OK) {
+					kvs_segment_unref(open_verified(p));
+					assert_int_equal(unlink(p), 0);
+				} else {
+					failed++;
+					EXPECT_ERR(st, err, "%s", g_case);
+					expect_dir_empty(out_dir, g_case);
+				}
+				kvs_segment_unref(segs[c]);
+				segs[c] = NULL;
+			}
+			free(f);
+			spit(p1, orig, len);
+			free(orig);
+			segs[c] = open_verified(p1);
+			close_inputs(in_dir, segs, 2);
+			free_inputs(in, 2);
+			uni_free(&u);
+		}
+	}
+	assert_true(failed > 0);
+	printf("[          ] corrupt bit fields: %u of %u merges failed\n",
+	       failed, tries);
+	g_mode = "";
+}
+
 /* ---- tests: no space ----------------------------------------------------- */
 
 typedef struct enospc_result {
@@ -2058,6 +2157,7 @@ int main(int argc, char **argv)
 	    TEST(test_random),         TEST(test_two_byte_inputs),
 	    TEST(test_errors),
 	    TEST(test_cancel),         TEST(test_corrupt_input),
+	    TEST(test_corrupt_bit_fields),
 	    TEST(test_enospc),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

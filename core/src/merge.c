@@ -115,7 +115,8 @@ static kvs_status advance(merge *m, size_t i)
  * it is a tombstone and this is a strong delete. profile and fields are
  * the output's (see seg_writer_add_read). */
 static inline __attribute__((always_inline)) kvs_status
-emit_with(merge *m, size_t i, kvs_profile profile, const seg_field *fields)
+emit_known(merge *m, size_t i, kvs_profile profile, const seg_field *fields,
+           uint64_t known_lcp)
 {
 	kvs_cursor *c = m->cur[i];
 	kvs_kind kind = c->kind;
@@ -135,10 +136,16 @@ emit_with(merge *m, size_t i, kvs_profile profile, const seg_field *fields)
 	}
 	kvs_status st =
 	    seg_writer_add_read(m->w, c->key, c->key_bits, kind, value, shift,
-	                        len, profile, fields, m->err);
+	                        len, profile, fields, known_lcp, m->err);
 	if (st == KVS_OK)
 		m->st.output_records++;
 	return st;
+}
+
+static inline __attribute__((always_inline)) kvs_status
+emit_with(merge *m, size_t i, kvs_profile profile, const seg_field *fields)
+{
+	return emit_known(m, i, profile, fields, SEG_LCP_UNKNOWN);
 }
 
 /* The output's mode as the writer's inline path wants it. */
@@ -150,35 +157,109 @@ static kvs_status emit(merge *m, size_t i)
 	return emit_with(m, i, KVS_PROFILE_BIT, w->fields);
 }
 
-/* Two inputs: one compare per round, no tree. */
+/* Bit i of a key (i within it). */
+static inline unsigned key_bit(const uint8_t *key, uint64_t i)
+{
+	return (key[i / 8] >> (7 - (i & 7))) & 1;
+}
+
+/*
+ * Input c has just moved past a key equal to the writer's previous key P
+ * (it wrote P, or its key was P's): the LCP of its new key K with P, or
+ * SEG_LCP_UNKNOWN. K's LCP field is that LCP when K is no restart: the
+ * decoder keeps P's bits before it. A corrupt input's field may lie, so
+ * it is trusted only when K follows P with it: K has a 1 there, where P
+ * ends or has a 0. (When c is at its end, the value is never used.)
+ */
+static inline __attribute__((always_inline)) uint64_t
+field_lcp(const kvs_writer *w, const kvs_cursor *c)
+{
+	/* lcp is at most P's length (the decoder checks it), so both bytes
+	 * lie in their buffers, which have 8 bytes past a key to spare */
+	uint64_t lcp = c->prev_lcp;
+	unsigned sh = 7 - (unsigned)(lcp & 7);
+	unsigned kb = (unsigned)(c->key[lcp / 8] >> sh) & 1;
+	unsigned pb = (unsigned)(w->prev_key[lcp / 8] >> sh) & 1;
+	bool ok = (c->in_block != 0) & (lcp < c->key_bits) & kb &
+	          ((lcp == w->prev_bits) | !pb);
+	return ok ? lcp : SEG_LCP_UNKNOWN;
+}
+
+/* What the loop holds for an input whose key follows P in it: its LCP
+ * with P is found from its field when it is written (field_lcp), if ever;
+ * the winner changes most rounds in the usual merge. */
+#define LCP_FIELD (UINT64_MAX - 1)
+
+static inline __attribute__((always_inline)) uint64_t
+lcp_of(const kvs_writer *w, const kvs_cursor *c, uint64_t l)
+{
+	return l == LCP_FIELD ? field_lcp(w, c) : l;
+}
+
+/*
+ * Two inputs: one compare per round, no tree. With track (bit-profile
+ * inputs, no tombstone dropped), la and lb hold the LCP of each input's
+ * key with the last output key P, when known, and the writer is handed
+ * it instead of comparing the keys again: the loser's from the round's
+ * compare (it is above P, the winner's key), the winner's next key's from
+ * field_lcp (LCP_FIELD until then).
+ */
 static inline __attribute__((always_inline)) kvs_status
-merge_two_with(merge *m, int in, kvs_profile profile, const seg_field *fields)
+merge_two_track(merge *m, int in, kvs_profile profile,
+                const seg_field *fields, bool track)
 {
 	kvs_cursor *a = m->cur[0], *b = m->cur[1];
+	const kvs_writer *w = m->w;
 	kvs_status st = KVS_OK;
+	uint64_t la = SEG_LCP_UNKNOWN, lb = SEG_LCP_UNKNOWN;
 	while (st == KVS_OK && (on_record(a) || on_record(b))) {
 		int cmp;
+		uint64_t cl = SEG_LCP_UNKNOWN;
 		if (!on_record(a))
 			cmp = 1;
 		else if (!on_record(b))
 			cmp = -1;
+		else if (track)
+			cl = seg_key_lcp(a->key, a->key_bits, b->key,
+			                 b->key_bits, &cmp);
 		else
 			cmp = seg_key_compare(a->key, a->key_bits, b->key,
 			                      b->key_bits);
 		if (cmp < 0) {
-			if ((st = emit_with(m, 0, profile, fields)) == KVS_OK)
-				st = advance_with(m, 0, in);
+			if ((st = emit_known(m, 0, profile, fields,
+			                     track ? lcp_of(w, a, la) : la)) ==
+			    KVS_OK &&
+			    (st = advance_with(m, 0, in)) == KVS_OK && track) {
+				la = LCP_FIELD;
+				lb = cl;
+			}
 		} else if (cmp > 0) {
-			if ((st = emit_with(m, 1, profile, fields)) == KVS_OK)
-				st = advance_with(m, 1, in);
+			if ((st = emit_known(m, 1, profile, fields,
+			                     track ? lcp_of(w, b, lb) : lb)) ==
+			    KVS_OK &&
+			    (st = advance_with(m, 1, in)) == KVS_OK && track) {
+				lb = LCP_FIELD;
+				la = cl;
+			}
 		} else { /* the newer input wins */
 			m->st.replaced++;
-			if ((st = emit_with(m, 1, profile, fields)) == KVS_OK &&
-			    (st = advance_with(m, 1, in)) == KVS_OK)
-				st = advance_with(m, 0, in);
+			/* both inputs were on P's key */
+			if ((st = emit_known(m, 1, profile, fields,
+			                     track ? lcp_of(w, b, lb) : lb)) ==
+			        KVS_OK &&
+			    (st = advance_with(m, 1, in)) == KVS_OK &&
+			    (st = advance_with(m, 0, in)) == KVS_OK && track) {
+				la = lb = LCP_FIELD;
+			}
 		}
 	}
 	return st;
+}
+
+static inline __attribute__((always_inline)) kvs_status
+merge_two_with(merge *m, int in, kvs_profile profile, const seg_field *fields)
+{
+	return merge_two_track(m, in, profile, fields, false);
 }
 
 /*
@@ -194,8 +275,12 @@ __attribute__((flatten)) static kvs_status merge_two_byte(merge *m)
 
 __attribute__((flatten)) static kvs_status merge_two_bit(merge *m)
 {
-	return merge_two_with(m, IN_BIT_DEFAULT, KVS_PROFILE_BIT,
-	                      seg_default_fields);
+	/* a dropped tombstone is no output: the LCPs are not with it */
+	if (m->opt->drop_tombstones)
+		return merge_two_with(m, IN_BIT_DEFAULT, KVS_PROFILE_BIT,
+		                      seg_default_fields);
+	return merge_two_track(m, IN_BIT_DEFAULT, KVS_PROFILE_BIT,
+	                       seg_default_fields, true);
 }
 
 /* ---- two byte-profile inputs into their own framing --------------------

@@ -422,23 +422,27 @@ static inline kvs_status add_bit_record(kvs_writer *w, const uint8_t *key,
 	                           shift, value_len, w->fields, err);
 }
 
+/* No known LCP with the previous key (seg_writer_add_known). */
+#define SEG_LCP_UNKNOWN UINT64_MAX
+
 /*
- * Adds a record whose checks have passed (seg_writer_add makes them), with
- * prev_key's room for the key (first: the writer holds no record yet):
- * the order check, the key's front coding, a restart's bookkeeping, the
- * record's bytes and the totals. profile is the writer's own; fields is
- * seg_default_fields when the writer has them, else w->fields (bit
- * profile), so that a caller's constants fold.
+ * seg_writer_add_next with known_lcp, when not SEG_LCP_UNKNOWN, the
+ * common prefix of key with the previous key, which the caller has
+ * found key to follow in order (the merge knows it from its compares and
+ * its inputs' LCP fields): the writer neither compares them again nor
+ * checks their order.
  */
 static inline __attribute__((always_inline)) kvs_status
-seg_writer_add_next(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
-                    kvs_kind kind, const uint8_t *value, unsigned shift,
-                    size_t value_len, kvs_profile profile,
-                    const seg_field *fields, bool first, bool spare,
-                    kvs_error *err)
+seg_writer_add_known(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
+                     kvs_kind kind, const uint8_t *value, unsigned shift,
+                     size_t value_len, kvs_profile profile,
+                     const seg_field *fields, bool first, bool spare,
+                     uint64_t known_lcp, kvs_error *err)
 {
 	uint64_t lcp = 0;
-	if (!first) {
+	if (!first && known_lcp != SEG_LCP_UNKNOWN) {
+		lcp = known_lcp;
+	} else if (!first) {
 		int cmp;
 		lcp = seg_key_lcp(key, key_bits, w->prev_key, w->prev_bits,
 		                  &cmp);
@@ -500,18 +504,40 @@ seg_writer_add_next(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
 }
 
 /*
+ * Adds a record whose checks have passed (seg_writer_add makes them), with
+ * prev_key's room for the key (first: the writer holds no record yet):
+ * the order check, the key's front coding, a restart's bookkeeping, the
+ * record's bytes and the totals. profile is the writer's own; fields is
+ * seg_default_fields when the writer has them, else w->fields (bit
+ * profile), so that a caller's constants fold.
+ */
+static inline __attribute__((always_inline)) kvs_status
+seg_writer_add_next(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
+                    kvs_kind kind, const uint8_t *value, unsigned shift,
+                    size_t value_len, kvs_profile profile,
+                    const seg_field *fields, bool first, bool spare,
+                    kvs_error *err)
+{
+	return seg_writer_add_known(w, key, key_bits, kind, value, shift,
+	                            value_len, profile, fields, first, spare,
+	                            SEG_LCP_UNKNOWN, err);
+}
+
+/*
  * seg_writer_add (segment_internal.h) in line, for a record read by a
  * cursor (the merge): its key buffer has 8 bytes to spare, its key
  * and value pointers are valid, its kind is one of the two and its key at
  * most KVS_MAX_KEY_BITS long, and the writer has not failed (the merge
  * stops at its first error), so only the checks that depend on the record
  * remain here; seg_writer_add makes all of them again for the others.
+ * known_lcp: see seg_writer_add_known (the unusual record ignores it).
  */
 static inline __attribute__((always_inline)) kvs_status
 seg_writer_add_read(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
                     kvs_kind kind, const uint8_t *value, unsigned shift,
                     size_t value_len, kvs_profile profile,
-                    const seg_field *fields, kvs_error *err)
+                    const seg_field *fields, uint64_t known_lcp,
+                    kvs_error *err)
 {
 	bool tomb = kind == KVS_KIND_TOMBSTONE;
 	size_t vlen = tomb ? 0 : value_len;
@@ -523,8 +549,9 @@ seg_writer_add_read(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
 	if (__builtin_expect(!usual, 0))
 		return seg_writer_add(w, key, key_bits, kind, value, shift,
 		                      value_len, err);
-	return seg_writer_add_next(w, key, key_bits, kind, value, shift, vlen,
-	                           profile, fields, false, true, err);
+	return seg_writer_add_known(w, key, key_bits, kind, value, shift, vlen,
+	                            profile, fields, false, true, known_lcp,
+	                            err);
 }
 
 #endif
