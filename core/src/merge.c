@@ -82,9 +82,10 @@ static kvs_status input_failed(merge *m, size_t i, kvs_status st)
  * every input has it, or through kvs_cursor_next. */
 enum { IN_ANY, IN_BYTE, IN_BIT_DEFAULT };
 
-/* Moves input i to its next record, counting and reporting progress. */
+/* Moves input i to its next record, counting and reporting progress
+ * (unless !count: the caller counts, and has no progress callback). */
 static inline __attribute__((always_inline)) kvs_status
-advance_with(merge *m, size_t i, int in)
+advance_counted(merge *m, size_t i, int in, bool count)
 {
 	kvs_cursor *c = m->cur[i];
 	kvs_status st =
@@ -94,6 +95,8 @@ advance_with(merge *m, size_t i, int in)
 	        : kvs_cursor_next(c);
 	if (st != KVS_OK)
 		return input_failed(m, i, st);
+	if (!count)
+		return KVS_OK;
 	if (++m->st.input_records >= m->next_progress && m->opt->progress) {
 		m->next_progress = m->st.input_records + PROGRESS_EVERY;
 		if (m->opt->progress(m->opt->progress_ctx,
@@ -104,6 +107,12 @@ advance_with(merge *m, size_t i, int in)
 			                     m->st.input_records, m->total);
 	}
 	return KVS_OK;
+}
+
+static inline __attribute__((always_inline)) kvs_status
+advance_with(merge *m, size_t i, int in)
+{
+	return advance_counted(m, i, in, true);
 }
 
 static kvs_status advance(merge *m, size_t i)
@@ -202,11 +211,12 @@ lcp_of(const kvs_writer *w, const kvs_cursor *c, uint64_t l)
  * key with the last output key P, when known, and the writer is handed
  * it instead of comparing the keys again: the loser's from the round's
  * compare (it is above P, the winner's key), the winner's next key's from
- * field_lcp (LCP_FIELD until then).
+ * field_lcp (LCP_FIELD until then). Without count (no progress callback)
+ * the loop counts no input record: the cursors' ordinals do at the end.
  */
 static inline __attribute__((always_inline)) kvs_status
 merge_two_track(merge *m, int in, kvs_profile profile,
-                const seg_field *fields, bool track)
+                const seg_field *fields, bool track, bool count)
 {
 	kvs_cursor *a = m->cur[0], *b = m->cur[1];
 	const kvs_writer *w = m->w;
@@ -229,7 +239,9 @@ merge_two_track(merge *m, int in, kvs_profile profile,
 			if ((st = emit_known(m, 0, profile, fields,
 			                     track ? lcp_of(w, a, la) : la)) ==
 			    KVS_OK &&
-			    (st = advance_with(m, 0, in)) == KVS_OK && track) {
+			    (st = advance_counted(m, 0, in, count)) ==
+			        KVS_OK &&
+			    track) {
 				la = LCP_FIELD;
 				lb = cl;
 			}
@@ -237,7 +249,9 @@ merge_two_track(merge *m, int in, kvs_profile profile,
 			if ((st = emit_known(m, 1, profile, fields,
 			                     track ? lcp_of(w, b, lb) : lb)) ==
 			    KVS_OK &&
-			    (st = advance_with(m, 1, in)) == KVS_OK && track) {
+			    (st = advance_counted(m, 1, in, count)) ==
+			        KVS_OK &&
+			    track) {
 				lb = LCP_FIELD;
 				la = cl;
 			}
@@ -247,19 +261,25 @@ merge_two_track(merge *m, int in, kvs_profile profile,
 			if ((st = emit_known(m, 1, profile, fields,
 			                     track ? lcp_of(w, b, lb) : lb)) ==
 			        KVS_OK &&
-			    (st = advance_with(m, 1, in)) == KVS_OK &&
-			    (st = advance_with(m, 0, in)) == KVS_OK && track) {
+			    (st = advance_counted(m, 1, in, count)) == KVS_OK &&
+			    (st = advance_counted(m, 0, in, count)) ==
+			        KVS_OK &&
+			    track) {
 				la = lb = LCP_FIELD;
 			}
 		}
 	}
+	/* every input record the loop moved past: the cursors start at
+	 * their first (an input that failed counts all its records) */
+	if (!count)
+		m->st.input_records += a->ordinal + b->ordinal;
 	return st;
 }
 
 static inline __attribute__((always_inline)) kvs_status
 merge_two_with(merge *m, int in, kvs_profile profile, const seg_field *fields)
 {
-	return merge_two_track(m, in, profile, fields, false);
+	return merge_two_track(m, in, profile, fields, false, true);
 }
 
 /*
@@ -279,8 +299,12 @@ __attribute__((flatten)) static kvs_status merge_two_bit(merge *m)
 	if (m->opt->drop_tombstones)
 		return merge_two_with(m, IN_BIT_DEFAULT, KVS_PROFILE_BIT,
 		                      seg_default_fields);
+	/* without a progress callback the cursors count the input records */
+	if (m->opt->progress)
+		return merge_two_track(m, IN_BIT_DEFAULT, KVS_PROFILE_BIT,
+		                       seg_default_fields, true, true);
 	return merge_two_track(m, IN_BIT_DEFAULT, KVS_PROFILE_BIT,
-	                       seg_default_fields, true);
+	                       seg_default_fields, true, false);
 }
 
 /* ---- two byte-profile inputs into their own framing --------------------
