@@ -122,21 +122,24 @@ static kvs_status advance(merge *m, size_t i)
 
 /* Writes input i's current record (the newest binding of its key), unless
  * it is a tombstone and this is a strong delete. profile and fields are
- * the output's (see seg_writer_add_read). */
+ * the output's (see seg_writer_add_read); known_lcp the record's LCP with
+ * the last output key, if known (seg_writer_add_known); bit_keep: the
+ * inputs are bit-profile and this is no strong delete. */
 static inline __attribute__((always_inline)) kvs_status
 emit_known(merge *m, size_t i, kvs_profile profile, const seg_field *fields,
-           uint64_t known_lcp)
+           uint64_t known_lcp, bool bit_keep)
 {
 	kvs_cursor *c = m->cur[i];
 	kvs_kind kind = c->kind;
-	if (kind == KVS_KIND_TOMBSTONE && m->opt->drop_tombstones) {
+	if (!bit_keep && kind == KVS_KIND_TOMBSTONE &&
+	    m->opt->drop_tombstones) {
 		m->st.dropped++;
 		return KVS_OK;
 	}
 	const uint8_t *value = c->value; /* byte profile: in place */
 	size_t len = (size_t)c->value_len;
 	unsigned shift = 0;
-	if (c->seg->profile == KVS_PROFILE_BIT && len) {
+	if ((bit_keep || c->seg->profile == KVS_PROFILE_BIT) && len) {
 		/* in place too: the value ends the record, where the reader
 		 * is, and the writer copies its bits without a buffer */
 		uint64_t bit = kvs_br_position(&c->br) - 8 * (uint64_t)len;
@@ -154,7 +157,7 @@ emit_known(merge *m, size_t i, kvs_profile profile, const seg_field *fields,
 static inline __attribute__((always_inline)) kvs_status
 emit_with(merge *m, size_t i, kvs_profile profile, const seg_field *fields)
 {
-	return emit_known(m, i, profile, fields, SEG_LCP_UNKNOWN);
+	return emit_known(m, i, profile, fields, SEG_LCP_UNKNOWN, false);
 }
 
 /* The output's mode as the writer's inline path wants it. */
@@ -222,12 +225,14 @@ merge_two_track(merge *m, int in, kvs_profile profile,
 	const kvs_writer *w = m->w;
 	kvs_status st = KVS_OK;
 	uint64_t la = SEG_LCP_UNKNOWN, lb = SEG_LCP_UNKNOWN;
-	while (st == KVS_OK && (on_record(a) || on_record(b))) {
+	/* on_record without the loads of the segments */
+	const uint64_t ra = a->seg->records, rb = b->seg->records;
+	while (st == KVS_OK && (a->ordinal < ra || b->ordinal < rb)) {
 		int cmp;
 		uint64_t cl = SEG_LCP_UNKNOWN;
-		if (!on_record(a))
+		if (a->ordinal >= ra)
 			cmp = 1;
-		else if (!on_record(b))
+		else if (b->ordinal >= rb)
 			cmp = -1;
 		else if (track)
 			cl = seg_key_lcp(a->key, a->key_bits, b->key,
@@ -237,7 +242,8 @@ merge_two_track(merge *m, int in, kvs_profile profile,
 			                      b->key_bits);
 		if (cmp < 0) {
 			if ((st = emit_known(m, 0, profile, fields,
-			                     track ? lcp_of(w, a, la) : la)) ==
+			                     track ? lcp_of(w, a, la) : la,
+			                     track)) ==
 			    KVS_OK &&
 			    (st = advance_counted(m, 0, in, count)) ==
 			        KVS_OK &&
@@ -247,7 +253,8 @@ merge_two_track(merge *m, int in, kvs_profile profile,
 			}
 		} else if (cmp > 0) {
 			if ((st = emit_known(m, 1, profile, fields,
-			                     track ? lcp_of(w, b, lb) : lb)) ==
+			                     track ? lcp_of(w, b, lb) : lb,
+			                     track)) ==
 			    KVS_OK &&
 			    (st = advance_counted(m, 1, in, count)) ==
 			        KVS_OK &&
@@ -259,7 +266,8 @@ merge_two_track(merge *m, int in, kvs_profile profile,
 			m->st.replaced++;
 			/* both inputs were on P's key */
 			if ((st = emit_known(m, 1, profile, fields,
-			                     track ? lcp_of(w, b, lb) : lb)) ==
+			                     track ? lcp_of(w, b, lb) : lb,
+			                     track)) ==
 			        KVS_OK &&
 			    (st = advance_counted(m, 1, in, count)) == KVS_OK &&
 			    (st = advance_counted(m, 0, in, count)) ==
