@@ -1773,6 +1773,98 @@ static void test_cancel(void **state)
 
 /* ---- tests: corrupt inputs ----------------------------------------------- */
 
+/* n inputs in mode m (keys KEYS_HASH, small values) of which input c
+ * gets changed bytes: the inputs, their open segments (c closed), c's
+ * path and original bytes, and the bounds [lo, hi) of its record stream
+ * in the file. */
+typedef struct corrupt_fixture {
+	universe u;
+	recs *in;
+	unsigned im[3];
+	merge_run mr;
+	kvs_segment **segs;
+	size_t n, c, len, lo, hi;
+	char path[PATH_MAX];
+	uint8_t *orig;
+} corrupt_fixture;
+
+static void corrupt_setup(corrupt_fixture *f, const char *in_dir, unsigned m,
+                          size_t n, size_t c, uint64_t records, test_rng *r)
+{
+	memset(f, 0, sizeof *f);
+	merge_case mc = {"",    KEYS_HASH, VALS_SMALL, 0,  records,
+	                 false, n,         70,         10, 0};
+	uni_generate(&f->u, &mc, r);
+	for (size_t i = 0; i < n; i++)
+		f->im[i] = m;
+	f->in = gen_inputs(&mc, &f->u, f->im, r);
+	f->mr.n = n;
+	f->mr.in = f->in;
+	f->mr.im = f->im;
+	f->mr.in_K = 15;
+	f->segs = write_inputs(in_dir, &f->mr);
+	f->n = n;
+	f->c = c;
+	char name[32];
+	snprintf(name, sizeof name, "in-%03zu.kvseg", c);
+	path_join(f->path, in_dir, name);
+	f->orig = slurp(f->path, &f->len);
+	kvs_segment_unref(f->segs[c]);
+	f->segs[c] = NULL;
+	/* the record stream starts after the header and directory */
+	uint32_t nsec = (uint32_t)f->orig[52] | (uint32_t)f->orig[53] << 8;
+	f->lo = 128 + 32 * (size_t)nsec;
+	kvs_segment_info info;
+	kvs_segment *tmp = open_verified(f->path);
+	kvs_segment_info_get(tmp, &info);
+	kvs_segment_unref(tmp);
+	f->hi = f->lo + (size_t)info.stream_bytes;
+}
+
+/* Writes bytes (the changed file) as input c and merges into out_dir in
+ * the inputs' mode m: a merge may fail (with a message, leaving nothing)
+ * or succeed with an output that verifies. An input that no longer opens
+ * is not merged. */
+static void corrupt_merge(corrupt_fixture *f, const uint8_t *bytes,
+                          const char *out_dir, unsigned m, bool drop,
+                          unsigned *tries, unsigned *failed)
+{
+	spit(f->path, bytes, f->len);
+	kvs_error err;
+	memset(&err, 0, sizeof err);
+	if (kvs_segment_open(&f->segs[f->c], f->path, &err) != KVS_OK)
+		return;
+	f->mr.out_mode = m;
+	set_mode_of(&f->mr);
+	kvs_merge_options mo = merge_opts(&f->mr, 3);
+	mo.drop_tombstones = drop;
+	char p[PATH_MAX];
+	path_join(p, out_dir, "merged.kvseg");
+	kvs_status st = kvs_merge(f->segs, f->n, p, &mo, NULL, &err);
+	(*tries)++;
+	if (st == KVS_OK) {
+		kvs_segment_unref(open_verified(p));
+		assert_int_equal(unlink(p), 0);
+	} else {
+		(*failed)++;
+		EXPECT_ERR(st, err, "%s", g_case);
+		expect_dir_empty(out_dir, g_case);
+	}
+	kvs_segment_unref(f->segs[f->c]);
+	f->segs[f->c] = NULL;
+}
+
+/* Puts input c back and frees the fixture. */
+static void corrupt_free(corrupt_fixture *f, const char *in_dir)
+{
+	spit(f->path, f->orig, f->len);
+	free(f->orig);
+	f->segs[f->c] = open_verified(f->path);
+	close_inputs(in_dir, f->segs, f->n);
+	free_inputs(f->in, f->n);
+	uni_free(&f->u);
+}
+
 /* A changed byte in an input's record stream: the merge may fail (with a
  * message, leaving nothing) or, if the change decodes to valid records,
  * succeed with an output that verifies. */
@@ -1788,76 +1880,23 @@ static void test_corrupt_input(void **state)
 	for (unsigned m = 0; m < NMODES; m++) {
 		/* two inputs (their own path) and three; the last is hit */
 		size_t n = 2 + m % 2, c = n - 1;
-		merge_case mc = {"",    KEYS_HASH, VALS_SMALL, 0,  400,
-		                 false, n,         70,         10, 0};
-		universe u;
-		uni_generate(&u, &mc, &r);
-		unsigned im[3] = {m, m, m};
-		recs *in = gen_inputs(&mc, &u, im, &r);
-		merge_run mr;
-		memset(&mr, 0, sizeof mr);
-		mr.n = n;
-		mr.in = in;
-		mr.im = im;
-		mr.in_K = 15;
-		kvs_segment **segs = write_inputs(in_dir, &mr);
-		char p1[PATH_MAX];
-		char name[32];
-		snprintf(name, sizeof name, "in-%03zu.kvseg", c);
-		path_join(p1, in_dir, name);
-		size_t len;
-		uint8_t *orig = slurp(p1, &len);
-		kvs_segment_unref(segs[c]);
-		segs[c] = NULL;
-		/* the record stream starts after the header and directory */
-		uint32_t nsec = (uint32_t)orig[52] | (uint32_t)orig[53] << 8;
-		size_t lo = 128 + 32 * (size_t)nsec;
-		kvs_segment_info info;
-		kvs_segment *tmp = open_verified(p1);
-		kvs_segment_info_get(tmp, &info);
-		kvs_segment_unref(tmp);
-		size_t hi = lo + (size_t)info.stream_bytes;
+		corrupt_fixture f;
+		corrupt_setup(&f, in_dir, m, n, c, 400, &r);
+		f.mr.includes_oldest = true; /* all inputs: drops allowed */
+		uint8_t *b = malloc(f.len);
+		assert_non_null(b);
 		for (int t = 0; t < 40; t++) {
-			uint8_t *f = malloc(len);
-			assert_non_null(f);
-			memcpy(f, orig, len);
-			size_t at = lo + (size_t)test_rng_below(&r, hi - lo);
-			f[at] ^= (uint8_t)(1 + test_rng_below(&r, 255));
-			spit(p1, f, len);
-			free(f);
-			kvs_error err;
-			memset(&err, 0, sizeof err);
-			if (kvs_segment_open(&segs[c], p1, &err) != KVS_OK)
-				continue;
+			memcpy(b, f.orig, f.len);
+			size_t at = f.lo + (size_t)test_rng_below(&r, f.hi - f.lo);
+			b[at] ^= (uint8_t)(1 + test_rng_below(&r, 255));
 			set_case("%s input, byte %zu changed", MODES[m].name,
 			         at);
-			mr.out_mode = m;
-			set_mode_of(&mr);
-			kvs_merge_options mo = merge_opts(&mr, 3);
-			mo.drop_tombstones =
-			    MODES[m].framing == KVS_FRAMING_RAW;
-			mo.includes_oldest = true;
-			char p[PATH_MAX];
-			path_join(p, out_dir, "merged.kvseg");
-			kvs_status st = kvs_merge(segs, n, p, &mo, NULL, &err);
-			tries++;
-			if (st == KVS_OK) {
-				kvs_segment_unref(open_verified(p));
-				assert_int_equal(unlink(p), 0);
-			} else {
-				failed++;
-				EXPECT_ERR(st, err, "%s", g_case);
-				expect_dir_empty(out_dir, g_case);
-			}
-			kvs_segment_unref(segs[c]);
-			segs[c] = NULL;
+			corrupt_merge(&f, b, out_dir, m,
+			              MODES[m].framing == KVS_FRAMING_RAW, &tries,
+			              &failed);
 		}
-		spit(p1, orig, len);
-		free(orig);
-		segs[c] = open_verified(p1);
-		close_inputs(in_dir, segs, n);
-		free_inputs(in, n);
-		uni_free(&u);
+		free(b);
+		corrupt_free(&f, in_dir);
 	}
 	printf("[          ] corrupt inputs: %u of %u merges failed\n", failed,
 	       tries);
@@ -1885,76 +1924,21 @@ static void test_corrupt_bit_fields(void **state)
 		if (MODES[m].profile != KVS_PROFILE_BIT)
 			continue;
 		for (size_t c = 0; c < 2; c++) {
-			merge_case mc = {"",    KEYS_HASH, VALS_SMALL, 0,  200,
-			                 false, 2,         70,         10, 0};
-			universe u;
-			uni_generate(&u, &mc, &r);
-			unsigned im[2] = {m, m};
-			recs *in = gen_inputs(&mc, &u, im, &r);
-			merge_run mr;
-			memset(&mr, 0, sizeof mr);
-			mr.n = 2;
-			mr.in = in;
-			mr.im = im;
-			mr.in_K = 15;
-			kvs_segment **segs = write_inputs(in_dir, &mr);
-			char p1[PATH_MAX], name[32];
-			snprintf(name, sizeof name, "in-%03zu.kvseg", c);
-			path_join(p1, in_dir, name);
-			size_t len;
-			uint8_t *orig = slurp(p1, &len);
-			kvs_segment_unref(segs[c]);
-			segs[c] = NULL;
-			uint32_t nsec =
-			    (uint32_t)orig[52] | (uint32_t)orig[53] << 8;
-			size_t lo = 128 + 32 * (size_t)nsec;
-			kvs_segment_info info;
-			kvs_segment *tmp = open_verified(p1);
-			kvs_segment_info_get(tmp, &info);
-			kvs_segment_unref(tmp);
-			size_t hi = lo + (size_t)info.stream_bytes;
-			if (hi > lo + 96)
-				hi = lo + 96;
-			uint8_t *f = malloc(len);
-			assert_non_null(f);
-			for (size_t bit = 8 * lo; bit < 8 * hi; bit++) {
-				memcpy(f, orig, len);
-				f[bit / 8] ^= (uint8_t)(0x80u >> (bit % 8));
-				spit(p1, f, len);
-				kvs_error err;
-				memset(&err, 0, sizeof err);
-				if (kvs_segment_open(&segs[c], p1, &err) !=
-				    KVS_OK)
-					continue;
+			corrupt_fixture f;
+			corrupt_setup(&f, in_dir, m, 2, c, 200, &r);
+			size_t hi = f.hi > f.lo + 96 ? f.lo + 96 : f.hi;
+			uint8_t *b = malloc(f.len);
+			assert_non_null(b);
+			for (size_t bit = 8 * f.lo; bit < 8 * hi; bit++) {
+				memcpy(b, f.orig, f.len);
+				b[bit / 8] ^= (uint8_t)(0x80u >> (bit % 8));
 				set_case("%s input %zu, bit %zu flipped",
 				         MODES[m].name, c, bit);
-				mr.out_mode = m;
-				set_mode_of(&mr);
-				kvs_merge_options mo = merge_opts(&mr, 3);
-				mo.drop_tombstones = false;
-				char p[PATH_MAX];
-				path_join(p, out_dir, "merged.kvseg");
-				kvs_status st =
-				    kvs_merge(segs, 2, p, &mo, NULL, &err);
-				tries++;
-				if (st == KVS_OK) {
-					kvs_segment_unref(open_verified(p));
-					assert_int_equal(unlink(p), 0);
-				} else {
-					failed++;
-					EXPECT_ERR(st, err, "%s", g_case);
-					expect_dir_empty(out_dir, g_case);
-				}
-				kvs_segment_unref(segs[c]);
-				segs[c] = NULL;
+				corrupt_merge(&f, b, out_dir, m, false, &tries,
+				              &failed);
 			}
-			free(f);
-			spit(p1, orig, len);
-			free(orig);
-			segs[c] = open_verified(p1);
-			close_inputs(in_dir, segs, 2);
-			free_inputs(in, 2);
-			uni_free(&u);
+			free(b);
+			corrupt_free(&f, in_dir);
 		}
 	}
 	assert_true(failed > 0);
