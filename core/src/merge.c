@@ -169,12 +169,6 @@ static kvs_status emit(merge *m, size_t i)
 	return emit_with(m, i, KVS_PROFILE_BIT, w->fields);
 }
 
-/* Bit i of a key (i within it). */
-static inline unsigned key_bit(const uint8_t *key, uint64_t i)
-{
-	return (key[i / 8] >> (7 - (i & 7))) & 1;
-}
-
 /*
  * Input c has just moved past a key equal to the writer's previous key P
  * (it wrote P, or its key was P's): the LCP of its new key K with P, or
