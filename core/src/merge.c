@@ -202,6 +202,16 @@ lcp_of(const kvs_writer *w, const kvs_cursor *c, uint64_t l)
 	return l == LCP_FIELD ? field_lcp(w, c) : l;
 }
 
+/* Writes input i's record, whose LCP with the last output key is lcp
+ * (or SEG_LCP_UNKNOWN), and moves the input on. */
+static inline __attribute__((always_inline)) kvs_status
+take(merge *m, size_t i, int in, kvs_profile profile, const seg_field *fields,
+     uint64_t lcp, bool track, bool count)
+{
+	kvs_status st = emit_known(m, i, profile, fields, lcp, track);
+	return st == KVS_OK ? advance_counted(m, i, in, count) : st;
+}
+
 /*
  * Two inputs: one compare per round, no tree. With track (bit-profile
  * inputs, no tombstone dropped), la and lb hold the LCP of each input's
@@ -235,40 +245,28 @@ merge_two_track(merge *m, int in, kvs_profile profile,
 			cmp = seg_key_compare(a->key, a->key_bits, b->key,
 			                      b->key_bits);
 		if (cmp < 0) {
-			if ((st = emit_known(m, 0, profile, fields,
-			                     track ? lcp_of(w, a, la) : la,
-			                     track)) ==
-			    KVS_OK &&
-			    (st = advance_counted(m, 0, in, count)) ==
-			        KVS_OK &&
-			    track) {
+			st = take(m, 0, in, profile, fields,
+			          track ? lcp_of(w, a, la) : la, track, count);
+			if (st == KVS_OK && track) {
 				la = LCP_FIELD;
 				lb = cl;
 			}
 		} else if (cmp > 0) {
-			if ((st = emit_known(m, 1, profile, fields,
-			                     track ? lcp_of(w, b, lb) : lb,
-			                     track)) ==
-			    KVS_OK &&
-			    (st = advance_counted(m, 1, in, count)) ==
-			        KVS_OK &&
-			    track) {
+			st = take(m, 1, in, profile, fields,
+			          track ? lcp_of(w, b, lb) : lb, track, count);
+			if (st == KVS_OK && track) {
 				lb = LCP_FIELD;
 				la = cl;
 			}
 		} else { /* the newer input wins */
 			m->st.replaced++;
 			/* both inputs were on P's key */
-			if ((st = emit_known(m, 1, profile, fields,
-			                     track ? lcp_of(w, b, lb) : lb,
-			                     track)) ==
-			        KVS_OK &&
-			    (st = advance_counted(m, 1, in, count)) == KVS_OK &&
-			    (st = advance_counted(m, 0, in, count)) ==
-			        KVS_OK &&
-			    track) {
+			st = take(m, 1, in, profile, fields,
+			          track ? lcp_of(w, b, lb) : lb, track, count);
+			if (st == KVS_OK &&
+			    (st = advance_counted(m, 0, in, count)) == KVS_OK &&
+			    track)
 				la = lb = LCP_FIELD;
-			}
 		}
 	}
 	/* every input record the loop moved past: the cursors start at
