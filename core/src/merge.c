@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvseg/cpu.h"
 #include "kvseg/merge.h"
 #include "cursor_internal.h"
 #include "writer_internal.h"
@@ -941,6 +942,632 @@ static kvs_status merge_two_bytes_fast(merge *m)
 	return merge_two_bytes_with(m, false);
 }
 
+/* ---- two bit-profile inputs with the default codes ---------------------
+ *
+ * The usual bit-profile merge (two inputs and the output with the default
+ * codes, one framing, tombstones kept) in the manner of the byte loop
+ * above: the inputs' and the output's state in one local struct, each
+ * input's LCP with the last output key known, so the writer neither
+ * compares keys nor copies the previous key. Records are decoded straight
+ * from the stream with 64-bit windows (no reservoir), keys kept in whole
+ * aligned words, and the output's bits put with the writer's register
+ * path. Input restarts, unusual codes, the streams' last bits, output
+ * restarts, flushes and long records go out of line (the cursor's decoder
+ * and the writer's general path); each side counts down the records it
+ * may take in line. FORMAT.md §6.2; the default codes are delta-EG2 for
+ * LCP and delta-EG0 for KEYLEN and VALLEN.
+ */
+
+/*
+ * GCC's SLP vectorizer pairs adjacent 8-byte fields of the loop's state
+ * into 16-byte loads, which the CPU cannot forward from the two 8-byte
+ * stores that wrote them, and waits: the loop spent a fifth of its time
+ * on two such loads (perf, bench_merge typed-bit).
+ */
+#if defined(__GNUC__) && !defined(__clang__)
+#define NO_SLP __attribute__((optimize("no-tree-slp-vectorize")))
+#else
+#define NO_SLP
+#endif
+
+#define BIT_MAXREC ((size_t)4096) /* output bytes of one record in line */
+#define BIT_REC (BIT_MAXREC - 128) /* key + value bytes in line */
+#define BIT_SPARE 128 /* stream bits past a value the loop may load */
+
+typedef struct tin { /* one input */
+	const uint8_t *s;   /* the record stream */
+	uint64_t pos, end;  /* the next record's first bit; the stream's bits */
+	uint8_t *key;       /* the current key: the cursor's buffer */
+	uint64_t len, lcp;  /* its bits; its LCP with the last output key */
+	uint64_t flcp, fvlen; /* LCP and VALLEN field states after it (KEYLEN's
+	                       * is len) */
+	uint64_t vpos, vlen; /* its value's first bit; its length in bytes */
+	bool tomb;           /* a tombstone */
+	bool edge;           /* fewer than BIT_SPARE bits after the value */
+	/* Decoded in line: the key's bits from kfrom (its LCP field) lie in
+	 * the stream from bit x, and the rest of the record follows them up
+	 * to pos; the VALLEN code is relative to vref. */
+	bool inl;
+	uint64_t x, kfrom, vref;
+	uint64_t budget, granted, left, max_len;
+	uint32_t in_block, K;
+} tin;
+
+typedef struct tout { /* the output */
+	fast_bw bw;
+	uint64_t budget, granted, until_restart;
+	uint64_t records, prev_len, flcp, fvlen; /* KEYLEN's state: prev_len */
+	uint64_t tombstones, key_bits, value_bytes, max_len;
+	uint32_t K;
+} tout;
+
+typedef struct tfast {
+	tin in[2];
+	tout o;
+	merge *m;
+	uint8_t *old; /* the previous key of an input, for a restart */
+} tfast;
+
+/* 64 bits of s from bit x: the 9 bytes from x / 8 are read. */
+static inline __attribute__((always_inline)) uint64_t
+bits64(const uint8_t *s, uint64_t x)
+{
+	const uint8_t *p = s + x / 8;
+	unsigned sh = (unsigned)(x & 7);
+	return kvs_load_be64(p) << sh | (uint64_t)p[8] >> (8 - sh);
+}
+
+/* The EGk code (k = 0 or 2) at the top of the window w, whose bits below
+ * the top `valid` are zero: its length, 0 when it does not lie in the
+ * window; *v its value. */
+static inline __attribute__((always_inline)) unsigned
+eg_window(uint64_t w, unsigned valid, unsigned k, uint64_t *v)
+{
+	unsigned z = (unsigned)__builtin_clzll(w | 1);
+	unsigned n = 2 * z + k + 1;
+	if (n > valid)
+		return 0;
+	*v = (w >> (64 - n)) - ((uint64_t)1 << k);
+	return n;
+}
+
+static inline uint64_t unzigzag(uint64_t prev, uint64_t z)
+{
+	return prev + ((z >> 1) ^ (uint64_t)-(int64_t)(z & 1));
+}
+
+/* Records b may take in line from here: up to its next restart and its
+ * last record. */
+static void tin_grant(tin *b)
+{
+	uint64_t to_restart = b->K - 1 - b->in_block;
+	b->granted = b->budget = to_restart < b->left ? to_restart : b->left;
+}
+
+/* The current record's value and the bits after it, from the cursor's
+ * state (the reader is after the record). */
+static void tin_from_cursor(tin *b, const kvs_cursor *c)
+{
+	b->pos = kvs_br_position(&c->br);
+	b->len = c->key_bits;
+	b->flcp = c->prev_lcp;
+	b->fvlen = c->prev_vallen;
+	b->vlen = c->value_len;
+	b->vpos = b->pos - 8 * b->vlen;
+	b->tomb = c->kind == KVS_KIND_TOMBSTONE;
+	b->edge = b->end - b->pos < BIT_SPARE;
+	b->inl = false;
+}
+
+static void tin_load(tin *b, const kvs_cursor *c)
+{
+	const kvs_segment *s = c->seg;
+	b->s = s->stream;
+	b->end = s->stream_bits;
+	b->key = c->key;
+	tin_from_cursor(b, c);
+	b->lcp = 0; /* set by the first round */
+	b->left = s->records - 1 - c->ordinal;
+	b->in_block = c->in_block;
+	b->K = s->restart_interval;
+	b->max_len = s->max_key_bits;
+	tin_grant(b);
+}
+
+/*
+ * The next record of b in the usual case: inside b's budget, no restart,
+ * codes that lie in one 64-bit window each, a key of the input's bounds
+ * that follows the previous key at its LCP field (a 1 there, where the
+ * previous key has a 0 or ends: the LCP is whole and the key larger), and
+ * BIT_SPARE bits of stream after the value. False (b unchanged)
+ * otherwise. typed: the framing as a constant.
+ */
+static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
+                                                                bool typed)
+{
+	uint64_t pos = b->pos, len = b->len;
+	/* the windows at pos and at the suffix lie in the stream */
+	if (b->budget == 0 || b->end - pos < 2 * BIT_SPARE)
+		return false;
+	const uint8_t *s = b->s;
+	uint64_t w = bits64(s, pos), d1, d2;
+	unsigned n1 = eg_window(w, 64, 2, &d1);
+	if (n1 == 0)
+		return false;
+	unsigned n2 = eg_window(w << n1, 64 - n1, 0, &d2);
+	if (n2 == 0)
+		return false;
+	/* KEYLEN's previous value is the key's length */
+	uint64_t lcp = unzigzag(b->flcp, d1), klen = unzigzag(len, d2);
+	/* klen > lcp: the new key has a bit at lcp */
+	if (lcp > len || klen <= lcp || klen > b->max_len)
+		return false;
+	uint64_t x = pos + n1 + n2; /* the suffix's first bit */
+	uint64_t j = lcp / 64;
+	unsigned off = (unsigned)(lcp % 64);
+	uint8_t *k = b->key + 8 * j;
+	uint64_t old = kvs_load_be64(k), first = bits64(s, x);
+	/* the previous key's bit at lcp (read, not used, when lcp == len) */
+	bool follows = (first >> 63) & ((lcp == len) | !((old << off) >> 63));
+	if (!follows)
+		return false;
+	/* the suffix's words and the window after it lie in the stream */
+	if (b->end - x < (klen - lcp) + 2 * BIT_SPARE)
+		return false;
+	uint64_t t = x + (klen - lcp); /* the kind bit, or VALLEN */
+	uint64_t w3 = bits64(s, t), d3 = 0;
+	bool tomb = typed && !(w3 >> 63);
+	unsigned n3 = 0;
+	uint64_t vlen = 0;
+	if (!tomb) {
+		n3 = eg_window(w3 << typed, 64 - typed, 0, &d3);
+		vlen = unzigzag(b->fvlen, d3);
+		if (n3 == 0 || vlen > BIT_REC)
+			return false;
+	}
+	uint64_t vpos = t + typed + n3;
+	if (b->end - vpos < 8 * vlen + BIT_SPARE) /* 8 * vlen <= 8 * BIT_REC */
+		return false;
+	/* the suffix into the key, in whole words */
+	uint64_t keep = ~(~(uint64_t)0 >> off);
+	uint64_t word = (old & keep) | (first >> off);
+	uint64_t last = (klen - 1) / 64;
+	x += 64 - off;
+	for (; j < last; j++, x += 64) {
+		kvs_store_be64(b->key + 8 * j, word);
+		word = bits64(s, x);
+	}
+	unsigned valid = (unsigned)(klen - 64 * j); /* 1..64 */
+	kvs_store_be64(b->key + 8 * j, word & (~(uint64_t)0 << (64 - valid)));
+	b->len = klen;
+	b->lcp = lcp;
+	b->flcp = lcp;
+	b->inl = true;
+	b->x = t - (klen - lcp);
+	b->kfrom = lcp;
+	b->vref = b->fvlen;
+	if (!tomb)
+		b->fvlen = vlen;
+	b->vlen = vlen;
+	b->vpos = vpos;
+	b->tomb = tomb;
+	b->pos = vpos + 8 * vlen;
+	b->budget--;
+	return true;
+}
+
+/* The next record of b in any other case, through the cursor's decoder,
+ * with its LCP computed against a copy of the previous key; *live false
+ * at the end. */
+static __attribute__((noinline)) kvs_status
+tin_next_slow(tfast *f, size_t i, bool *live)
+{
+	tin *b = &f->in[i];
+	uint64_t used = b->granted - b->budget;
+	b->left -= used;
+	b->in_block += (uint32_t)used;
+	if (b->left == 0) {
+		*live = false;
+		b->budget = b->granted = 0;
+		return KVS_OK;
+	}
+	merge *m = f->m;
+	kvs_cursor *c = m->cur[i];
+	const kvs_segment *s = c->seg;
+	c->ordinal = s->records - 1 - b->left;
+	c->in_block = b->in_block;
+	c->key_bits = b->len;
+	c->prev_lcp = b->flcp;
+	c->prev_keylen = b->len;
+	c->prev_vallen = b->fvlen;
+	uint64_t rec = s->records - b->left; /* the record decoded */
+	kvs_status st = kvs_br_seek(&c->br, b->pos); /* pos <= the length */
+	/* in words: the key was just stored so (a wider load would wait) */
+	copy_words(f->old, b->key, 8 * ((b->len + 63) / 64));
+	if (st == KVS_OK)
+		st = seg_cursor_next_with(c, KVS_PROFILE_BIT, seg_default_fields);
+	if (st != KVS_OK)
+		return kvs_error_set(m->err, st,
+		                     "input %zu: record %" PRIu64 ": %s", i,
+		                     rec, kvs_strerror(st));
+	int cmp;
+	uint64_t lcp = seg_key_lcp(c->key, c->key_bits, f->old, b->len, &cmp);
+	if (cmp <= 0)
+		return kvs_error_set(m->err, KVS_E_CORRUPT,
+		                     "input %zu: record %" PRIu64
+		                     ": its key is not above the previous one: %s",
+		                     i, rec, kvs_strerror(KVS_E_CORRUPT));
+	tin_from_cursor(b, c);
+	b->lcp = lcp;
+	b->in_block = c->in_block;
+	b->left--;
+	tin_grant(b);
+	return KVS_OK;
+}
+
+/*
+ * The order of the two inputs' keys and their LCP in bits, from their
+ * LCPs with the last output key P, which both are above (see heads_lcp):
+ * when these differ, the key that shares more with P is the smaller;
+ * when they are equal, the keys are compared from that word on. Keys are
+ * kept in whole words with their padding bits clear.
+ */
+static inline __attribute__((always_inline)) uint64_t
+tin_heads_lcp(const tin *a, const tin *b, int *cmp)
+{
+	uint64_t la = a->lcp, lb = b->lcp;
+	if (la != lb) {
+		*cmp = la > lb ? -1 : 1;
+		return la < lb ? la : lb;
+	}
+	uint64_t n = a->len < b->len ? a->len : b->len;
+	for (uint64_t i = la / 64 * 8; 8 * i < n; i += 8) {
+		uint64_t x = kvs_load_be64(a->key + i),
+		         y = kvs_load_be64(b->key + i);
+		if (x != y) {
+			uint64_t d = 8 * i + (unsigned)__builtin_clzll(x ^ y);
+			if (d >= n) /* past the shorter key: a prefix */
+				break;
+			*cmp = x > y ? 1 : -1;
+			return d;
+		}
+	}
+	*cmp = a->len < b->len ? -1 : a->len > b->len;
+	return n;
+}
+
+/* Input records consumed so far (kvs_merge_stats.input_records). */
+static uint64_t tfast_consumed(const tfast *f, const bool *live)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < 2; i++) {
+		const tin *b = &f->in[i];
+		uint64_t records = f->m->cur[i]->seg->records;
+		uint64_t left = b->left - (b->granted - b->budget);
+		n += live[i] ? records - 1 - left : records;
+	}
+	return n;
+}
+
+/* Appends bits [start, start + n) of a key kept in whole aligned words
+ * (loads of such words are forwarded from the stores that wrote them),
+ * with a word to spare after its last. */
+static inline __attribute__((always_inline)) void
+tout_key_bits(fast_bw *o, const uint8_t *key, uint64_t start, uint64_t n)
+{
+	const uint8_t *k = key + start / 64 * 8;
+	unsigned off = (unsigned)(start % 64);
+	for (; n; k += 8) {
+		uint64_t v = kvs_load_be64(k);
+		if (off)
+			v = v << off | kvs_load_be64(k + 8) >> (64 - off);
+		if (n < 64) {
+			fbw_put_any(o, v >> (64 - n), (unsigned)n);
+			return;
+		}
+		fbw_put64(o, v);
+		n -= 64;
+	}
+}
+
+/* Appends n bits of s from bit x (BIT_SPARE bits readable after them). */
+static inline __attribute__((always_inline)) void
+tout_stream_bits(fast_bw *o, const uint8_t *s, uint64_t x, uint64_t n)
+{
+	for (; n >= 64; n -= 64, x += 64)
+		fbw_put64(o, bits64(s, x));
+	if (n)
+		fbw_put_any(o, bits64(s, x) >> (64 - n), (unsigned)n);
+}
+
+/* The EGk code of the zigzag difference of value from prev: *n bits. */
+static inline __attribute__((always_inline)) uint64_t
+eg_delta(uint64_t value, uint64_t prev, unsigned k, unsigned *n)
+{
+	uint64_t x = seg_zigzag(value, prev) + ((uint64_t)1 << k);
+	*n = 2 * (64 - (unsigned)__builtin_clzll(x)) - k - 1;
+	return x;
+}
+
+/* The rest of a record field by field: the suffix from the key, the kind
+ * bit, VALLEN and the value. */
+static void tout_fields(tout *o, const tin *b, bool typed)
+{
+	fast_bw *bw = &o->bw;
+	uint64_t lcp = b->lcp, len = b->len, vlen = b->vlen;
+	unsigned n3;
+	tout_key_bits(bw, b->key, lcp, len - lcp);
+	if (typed && b->tomb) {
+		fbw_put(bw, 0, 1);
+		o->tombstones++;
+	} else {
+		uint64_t x3 = eg_delta(vlen, o->fvlen, 0, &n3);
+		fbw_put(bw, (uint64_t)typed << n3 | x3, n3 + typed);
+		tout_stream_bits(bw, b->s, b->vpos, 8 * vlen);
+		o->fvlen = vlen;
+	}
+}
+
+/* A record that is not a restart, with room for it: its key and value
+ * below BIT_REC bytes, so every code below 2^32. */
+static inline __attribute__((always_inline)) void
+tout_usual(tout *o, const tin *b, bool typed)
+{
+	fast_bw *bw = &o->bw;
+	uint64_t lcp = b->lcp, len = b->len, vlen = b->vlen;
+	unsigned n1, n2;
+	uint64_t x1 = eg_delta(lcp, o->flcp, 2, &n1);
+	uint64_t x2 = eg_delta(len, o->prev_len, 0, &n2);
+	if (n1 + n2 <= 56) {
+		fbw_put(bw, x1 << n2 | x2, n1 + n2);
+	} else {
+		fbw_put(bw, x1, n1);
+		fbw_put(bw, x2, n2);
+	}
+	/*
+	 * The usual record: the rest is a copy of the input's. The last
+	 * output key P lies between the input's previous key and this one,
+	 * so it shares at least the LCP field's bits with this key: the
+	 * suffix is the end of the input's, and when the VALLEN code has the
+	 * same reference (or there is none) the bits after it are the same.
+	 */
+	if (b->inl && lcp >= b->kfrom &&
+	    ((typed && b->tomb) || b->vref == o->fvlen)) {
+		uint64_t from = b->x + (lcp - b->kfrom);
+		tout_stream_bits(bw, b->s, from, b->pos - from);
+		if (typed && b->tomb)
+			o->tombstones++;
+		else
+			o->fvlen = vlen;
+	} else {
+		tout_fields(o, b, typed);
+	}
+	o->flcp = lcp;
+	o->prev_len = len;
+	o->records++;
+	o->key_bits += len;
+	o->value_bytes += vlen;
+	if (len > o->max_len)
+		o->max_len = len;
+}
+
+/* The writer's state from o. */
+static void tout_sync(kvs_writer *w, const tout *o)
+{
+	uint64_t until = o->until_restart - (o->granted - o->budget);
+	fbw_store(&w->bw, &o->bw);
+	w->records = o->records;
+	w->tombstones = o->tombstones;
+	w->key_bits = o->key_bits;
+	w->value_bytes = o->value_bytes;
+	w->max_key_bits = o->max_len;
+	w->prev_bits = o->prev_len;
+	w->prev_lcp = o->flcp;
+	w->prev_keylen = o->prev_len;
+	w->prev_vallen = o->fvlen;
+	w->in_block = until ? o->K - (uint32_t)until : 0;
+}
+
+/* o from the writer's state, with room for a chunk of records. */
+static kvs_status tout_load(tout *o, kvs_writer *w, kvs_error *err)
+{
+	kvs_status st;
+	if (w->bw.len >= FAST_CHUNK && (st = seg_writer_flush(w, err)) != KVS_OK)
+		return st;
+	if (kvs_bw_reserve_slow(&w->bw, FAST_CHUNK + BIT_MAXREC) != KVS_OK)
+		return seg_writer_fail(w, err, KVS_E_NOMEM, "%s: %s",
+		                       "out of memory");
+	o->bw = fbw_load(&w->bw);
+	o->records = w->records;
+	o->tombstones = w->tombstones;
+	o->key_bits = w->key_bits;
+	o->value_bytes = w->value_bytes;
+	o->max_len = w->max_key_bits;
+	o->prev_len = w->prev_bits;
+	o->flcp = w->prev_lcp;
+	o->fvlen = w->prev_vallen;
+	o->K = w->opt.restart_interval;
+	o->until_restart = w->in_block ? o->K - w->in_block : 0;
+	uint64_t room =
+	    (uint64_t)(w->bw.buf + w->bw.cap - o->bw.p) / BIT_MAXREC;
+	o->granted = o->budget =
+	    o->until_restart < room ? o->until_restart : room;
+	return KVS_OK;
+}
+
+/* An output restart, a flush or a long record, through the writer's
+ * general path; a progress call at each restart. */
+static __attribute__((noinline)) kvs_status
+tout_put_slow(tfast *f, const tin *b, const bool *live)
+{
+	merge *m = f->m;
+	kvs_writer *w = m->w;
+	tout *o = &f->o;
+	tout_sync(w, o);
+	uint64_t consumed;
+	if (w->in_block == 0 && m->opt->progress &&
+	    (consumed = tfast_consumed(f, live)) >= m->next_progress) {
+		m->next_progress = consumed + PROGRESS_EVERY;
+		if (m->opt->progress(m->opt->progress_ctx, consumed, m->total))
+			return kvs_error_set(m->err, KVS_E_CANCELED,
+			                     "merge canceled after %" PRIu64
+			                     " of %" PRIu64 " input records",
+			                     consumed, m->total);
+	}
+	kvs_status st = seg_writer_add_read(
+	    w, b->key, b->len, b->tomb ? KVS_KIND_TOMBSTONE : KVS_KIND_VALUE,
+	    b->s + b->vpos / 8, (unsigned)(b->vpos & 7), (size_t)b->vlen,
+	    KVS_PROFILE_BIT, seg_default_fields, b->lcp, m->err);
+	if (st != KVS_OK)
+		return st;
+	return tout_load(o, w, m->err);
+}
+
+static inline __attribute__((always_inline)) kvs_status
+tout_put(tfast *f, const tin *b, const bool *live, bool typed)
+{
+	tout *o = &f->o;
+	if (__builtin_expect(o->budget == 0 || b->edge ||
+	                         b->len / 8 + b->vlen > BIT_REC,
+	                     0))
+		return tout_put_slow(f, b, live);
+	tout_usual(o, b, typed);
+	o->budget--;
+	return KVS_OK;
+}
+
+/* Can merge_two_bits_fast take this merge? */
+static bool bits_fast_fits(const merge *m)
+{
+	const kvs_writer *w = m->w;
+	for (size_t i = 0; i < 2; i++) {
+		const kvs_cursor *c = m->cur[i];
+		if (c->seg->profile != KVS_PROFILE_BIT ||
+		    !c->seg->default_codes ||
+		    c->seg->framing != w->opt.framing || !on_record(c))
+			return false;
+	}
+	return w->opt.profile == KVS_PROFILE_BIT && w->default_codes &&
+	       !m->opt->drop_tombstones && w->records == 0;
+}
+
+/* Room for every restart of the output and the keys. */
+static kvs_status tfast_setup(tfast *f, merge *m)
+{
+	kvs_writer *w = m->w;
+	uint64_t max_len = 0;
+	for (size_t i = 0; i < 2; i++) {
+		uint64_t l = seg_key_bytes(m->cur[i]->seg->max_key_bits);
+		if (l > max_len)
+			max_len = l;
+	}
+	f->old = malloc((size_t)max_len + 16);
+	uint8_t *pk = realloc(w->prev_key, (size_t)max_len + 8);
+	if (pk) {
+		w->prev_key = pk;
+		w->prev_cap = (size_t)max_len + 8;
+	}
+	if (!seg_writer_grow_restarts(
+	        w, (size_t)(m->total / w->opt.restart_interval + 2)))
+		pk = NULL;
+	if (!f->old || !pk)
+		return seg_writer_fail(w, m->err, KVS_E_NOMEM, "%s: %s",
+		                       "out of memory");
+	return KVS_OK;
+}
+
+static inline __attribute__((always_inline)) kvs_status
+merge_two_bits_with(merge *m, bool typed)
+{
+	kvs_writer *w = m->w;
+	tfast f;
+	memset(&f, 0, sizeof f);
+	f.m = m;
+	tin *a = &f.in[0], *b = &f.in[1];
+	bool live[2] = {true, true};
+	kvs_status st = tfast_setup(&f, m);
+	if (st != KVS_OK)
+		goto out;
+	tin_load(a, m->cur[0]);
+	tin_load(b, m->cur[1]);
+	/* the first round: the writer's general path, which keeps the key */
+	int cmp;
+	uint64_t l = seg_key_lcp(a->key, a->len, b->key, b->len, &cmp);
+	if ((st = emit_with(m, cmp < 0 ? 0 : 1, KVS_PROFILE_BIT,
+	                    seg_default_fields)) != KVS_OK)
+		goto out;
+	tout *o = &f.o;
+	if ((st = tout_load(o, w, m->err)) != KVS_OK)
+		goto out;
+	if (cmp <= 0)
+		b->lcp = l;
+	else
+		a->lcp = l;
+	/* Moves input i on; an input's end (found out of line) ends the loop. */
+#define TFAST_ADVANCE(i)                                                     \
+	do {                                                                 \
+		if (!tin_next_fast(&f.in[i], typed)) {                       \
+			if ((st = tin_next_slow(&f, i, &live[i])) != KVS_OK) \
+				goto out;                                    \
+			ended |= !live[i];                                   \
+		}                                                            \
+	} while (0)
+	bool ended = false;
+	if (cmp >= 0)
+		TFAST_ADVANCE(1);
+	if (cmp == 0)
+		m->st.replaced++;
+	if (cmp <= 0)
+		TFAST_ADVANCE(0);
+	while (!ended) {
+		l = tin_heads_lcp(a, b, &cmp);
+		if (cmp < 0) {
+			if ((st = tout_put(&f, a, live, typed)) != KVS_OK)
+				goto out;
+			b->lcp = l;
+			TFAST_ADVANCE(0);
+		} else {
+			if ((st = tout_put(&f, b, live, typed)) != KVS_OK)
+				goto out;
+			a->lcp = l;
+			TFAST_ADVANCE(1);
+			if (cmp == 0) { /* the newer input wins */
+				m->st.replaced++;
+				TFAST_ADVANCE(0);
+			}
+		}
+	}
+	/* one input left: its records follow each other */
+	size_t ri = live[0] ? 0 : 1;
+	tin *r = &f.in[ri];
+	const tin *last = live[ri] ? r : b;
+	while (live[ri]) {
+		if ((st = tout_put(&f, r, live, typed)) != KVS_OK)
+			goto out;
+		TFAST_ADVANCE(ri);
+	}
+#undef TFAST_ADVANCE
+	m->st.input_records = tfast_consumed(&f, live);
+	m->st.output_records = m->st.input_records - m->st.replaced;
+	tout_sync(w, o);
+	/* the last key: still in its input's buffer, which has not moved
+	 * since (the input has no record left) */
+	memcpy(w->prev_key, last->key, (size_t)seg_key_bytes(o->prev_len));
+out:
+	free(f.old);
+	for (size_t i = 0; i < 2; i++)
+		m->cur[i]->ordinal = m->cur[i]->seg->records;
+	return st;
+}
+
+/* The framing as a constant (typed: tombstones and the kind bit). */
+KVS_MULTIVERSION NO_SLP static kvs_status merge_two_bits_fast(merge *m)
+{
+	if (m->w->opt.framing == KVS_FRAMING_TYPED)
+		return merge_two_bits_with(m, true);
+	return merge_two_bits_with(m, false);
+}
+
 static kvs_status merge_two(merge *m)
 {
 	const kvs_writer *w = m->w;
@@ -953,7 +1580,8 @@ static kvs_status merge_two(merge *m)
 	if (!out_byte && w->default_codes && a->profile == KVS_PROFILE_BIT &&
 	    a->default_codes && b->profile == KVS_PROFILE_BIT &&
 	    b->default_codes)
-		return merge_two_bit(m);
+		return bits_fast_fits(m) ? merge_two_bits_fast(m)
+		                         : merge_two_bit(m);
 	if (out_byte)
 		return merge_two_with(m, IN_ANY, KVS_PROFILE_BYTE,
 		                      seg_default_fields);
