@@ -970,7 +970,7 @@ static kvs_status merge_two_bytes_fast(merge *m)
 #define NO_SLP
 #endif
 
-#define BIT_MAXREC ((size_t)4096) /* output bytes of one record in line */
+#define BIT_MAXREC ((size_t)1024) /* output bytes of one record in line */
 #define BIT_REC (BIT_MAXREC - 128) /* key + value bytes in line */
 #define BIT_SPARE 128 /* stream bits past a value the loop may load */
 
@@ -1156,11 +1156,81 @@ static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
 	return true;
 }
 
+/*
+ * The next record of b when it is an input restart (its whole key, the
+ * field states from 0), in the usual case: codes in one window each, a
+ * key of the input's bounds above the previous one, BIT_SPARE bits of
+ * stream after the value. Its LCP with the previous key is found from the
+ * stream before the key is stored. False (b unchanged) otherwise.
+ */
+static bool tin_restart(tin *b, bool typed)
+{
+	uint64_t pos = b->pos, len = b->len, d2, d3;
+	if (b->end - pos < 2 * BIT_SPARE)
+		return false;
+	const uint8_t *s = b->s;
+	unsigned n2 = eg_window(bits64(s, pos), 64, 0, &d2);
+	uint64_t klen = unzigzag(0, d2), x = pos + n2;
+	if (n2 == 0 || klen == 0 || klen > b->max_len ||
+	    b->end - x < klen + 2 * BIT_SPARE)
+		return false;
+	/* the order, and the LCP: a difference past the shorter key is the
+	 * longer key's bits (or the stream's after the new key) */
+	uint64_t n = klen < len ? klen : len, lcp = n;
+	int cmp = klen < len ? -1 : klen > len;
+	for (uint64_t j = 0; 64 * j < n; j++) {
+		uint64_t nw = bits64(s, x + 64 * j),
+		         ow = kvs_load_be64(b->key + 8 * j);
+		if (nw != ow) {
+			uint64_t d = 64 * j + (unsigned)__builtin_clzll(nw ^ ow);
+			if (d < n) {
+				lcp = d;
+				cmp = nw > ow ? 1 : -1;
+			}
+			break;
+		}
+	}
+	if (cmp <= 0)
+		return false;
+	uint64_t t = x + klen, w3 = bits64(s, t), vlen = 0;
+	bool tomb = typed && !(w3 >> 63);
+	unsigned n3 = 0;
+	if (!tomb) {
+		n3 = eg_window(w3 << typed, 64 - typed, 0, &d3);
+		vlen = unzigzag(0, d3);
+		if (n3 == 0 || vlen > BIT_REC)
+			return false;
+	}
+	uint64_t vpos = t + typed + n3;
+	if (b->end - vpos < 8 * vlen + BIT_SPARE)
+		return false;
+	uint64_t last = (klen - 1) / 64;
+	for (uint64_t j = 0; j < last; j++)
+		kvs_store_be64(b->key + 8 * j, bits64(s, x + 64 * j));
+	unsigned valid = (unsigned)(klen - 64 * last); /* 1..64 */
+	kvs_store_be64(b->key + 8 * last, bits64(s, x + 64 * last) &
+	                                      (~(uint64_t)0 << (64 - valid)));
+	b->len = klen;
+	b->lcp = lcp;
+	b->flcp = 0;
+	b->fvlen = vlen; /* 0 for a tombstone: reset at the restart */
+	b->vlen = vlen;
+	b->vpos = vpos;
+	b->tomb = tomb;
+	b->edge = false;
+	b->inl = true;
+	b->x = x;
+	b->kfrom = 0;
+	b->vref = 0;
+	b->pos = vpos + 8 * vlen;
+	return true;
+}
+
 /* The next record of b in any other case, through the cursor's decoder,
  * with its LCP computed against a copy of the previous key; *live false
  * at the end. */
 static __attribute__((noinline)) kvs_status
-tin_next_slow(tfast *f, size_t i, bool *live)
+tin_next_slow(tfast *f, size_t i, bool *live, bool typed)
 {
 	tin *b = &f->in[i];
 	uint64_t used = b->granted - b->budget;
@@ -1169,6 +1239,13 @@ tin_next_slow(tfast *f, size_t i, bool *live)
 	if (b->left == 0) {
 		*live = false;
 		b->budget = b->granted = 0;
+		return KVS_OK;
+	}
+	uint32_t ib = b->in_block + 1 == b->K ? 0 : b->in_block + 1;
+	if (ib == 0 && tin_restart(b, typed)) { /* the usual case */
+		b->in_block = 0;
+		b->left--;
+		tin_grant(b);
 		return KVS_OK;
 	}
 	merge *m = f->m;
@@ -1395,17 +1472,64 @@ static kvs_status tout_load(tout *o, kvs_writer *w, kvs_error *err)
 	return KVS_OK;
 }
 
-/* An output restart, a flush or a long record, through the writer's
- * general path; a progress call at each restart. */
+/* An output restart of the usual record, with room for it: its place in
+ * the restart index and its fence (seg_writer_restart), its whole key,
+ * its fields from 0. */
+static void tout_restart(tfast *f, const tin *b, bool typed)
+{
+	kvs_writer *w = f->m->w;
+	tout *o = &f->o;
+	fast_bw *bw = &o->bw;
+	uint64_t len = b->len, vlen = b->vlen;
+	int cmp;
+	uint64_t at = seg_key_lcp(w->first_key, w->first_bits, b->key, len, &cmp);
+	size_t j = w->restarts_len++; /* room: tfast_setup */
+	w->restarts[j] =
+	    8 * (w->flushed + (uint64_t)(bw->p - w->bw.buf)) + bw->bits;
+	w->fence_skip[j] = at;
+	w->fence_win[j] = seg_key_fence(b->key, len, at);
+	unsigned n2, n3;
+	uint64_t x2 = eg_delta(len, 0, 0, &n2);
+	fbw_put(bw, x2, n2);
+	tout_key_bits(bw, b->key, 0, len);
+	if (typed && b->tomb) {
+		fbw_put(bw, 0, 1);
+		o->tombstones++;
+		o->fvlen = 0;
+	} else {
+		uint64_t x3 = eg_delta(vlen, 0, 0, &n3);
+		fbw_put(bw, (uint64_t)typed << n3 | x3, n3 + typed);
+		tout_stream_bits(bw, b->s, b->vpos, 8 * vlen);
+		o->fvlen = vlen;
+	}
+	o->flcp = 0;
+	o->prev_len = len;
+	o->records++;
+	o->key_bits += len;
+	o->value_bytes += vlen;
+	if (len > o->max_len)
+		o->max_len = len;
+}
+
+/* An output restart, a flush or a long record; a progress call at each
+ * restart. The usual restart in line, the others through the writer's
+ * general path. */
 static __attribute__((noinline)) kvs_status
-tout_put_slow(tfast *f, const tin *b, const bool *live)
+tout_put_slow(tfast *f, const tin *b, const bool *live, bool typed)
 {
 	merge *m = f->m;
 	kvs_writer *w = m->w;
 	tout *o = &f->o;
-	tout_sync(w, o);
+	uint64_t until = o->until_restart - (o->granted - o->budget);
+	uint64_t room =
+	    (uint64_t)(w->bw.buf + w->bw.cap - o->bw.p) / BIT_MAXREC;
+	bool usual = until == 0 && !b->edge &&
+	             b->len / 8 + b->vlen <= BIT_REC && room > 0 &&
+	             (size_t)(o->bw.p - w->bw.buf) < FAST_CHUNK;
+	if (!usual)
+		tout_sync(w, o);
 	uint64_t consumed;
-	if (w->in_block == 0 && m->opt->progress &&
+	if (until == 0 && m->opt->progress &&
 	    (consumed = tfast_consumed(f, live)) >= m->next_progress) {
 		m->next_progress = consumed + PROGRESS_EVERY;
 		if (m->opt->progress(m->opt->progress_ctx, consumed, m->total))
@@ -1413,6 +1537,14 @@ tout_put_slow(tfast *f, const tin *b, const bool *live)
 			                     "merge canceled after %" PRIu64
 			                     " of %" PRIu64 " input records",
 			                     consumed, m->total);
+	}
+	if (usual) {
+		tout_restart(f, b, typed);
+		o->until_restart = o->K - 1;
+		room--;
+		o->granted = o->budget =
+		    o->until_restart < room ? o->until_restart : room;
+		return KVS_OK;
 	}
 	kvs_status st = seg_writer_add_read(
 	    w, b->key, b->len, b->tomb ? KVS_KIND_TOMBSTONE : KVS_KIND_VALUE,
@@ -1430,7 +1562,7 @@ tout_put(tfast *f, const tin *b, const bool *live, bool typed)
 	if (__builtin_expect(o->budget == 0 || b->edge ||
 	                         b->len / 8 + b->vlen > BIT_REC,
 	                     0))
-		return tout_put_slow(f, b, live);
+		return tout_put_slow(f, b, live, typed);
 	tout_usual(o, b, typed);
 	o->budget--;
 	return KVS_OK;
@@ -1507,7 +1639,7 @@ merge_two_bits_with(merge *m, bool typed)
 #define TFAST_ADVANCE(i)                                                     \
 	do {                                                                 \
 		if (!tin_next_fast(&f.in[i], typed)) {                       \
-			if ((st = tin_next_slow(&f, i, &live[i])) != KVS_OK) \
+			if ((st = tin_next_slow(&f, i, &live[i], typed)) != KVS_OK) \
 				goto out;                                    \
 			ended |= !live[i];                                   \
 		}                                                            \
