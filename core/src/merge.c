@@ -984,11 +984,11 @@ typedef struct tin { /* one input */
 	uint64_t vpos, vlen; /* its value's first bit; its length in bytes */
 	bool tomb;           /* a tombstone */
 	bool edge;           /* fewer than BIT_SPARE bits after the value */
-	/* Decoded in line: the key's bits from kfrom (its LCP field) lie in
-	 * the stream from bit x, and the rest of the record follows them up
-	 * to pos; the VALLEN code is relative to vref. */
+	/* Decoded in line: the key's bits from flcp (its LCP field, 0 at a
+	 * restart) lie in the stream from bit x, and the rest of the record
+	 * follows them up to pos; the VALLEN code is relative to vref. */
 	bool inl;
-	uint64_t x, kfrom, vref;
+	uint64_t x, vref;
 	uint64_t budget, granted, left, max_len;
 	uint32_t in_block, K;
 } tin;
@@ -1005,7 +1005,9 @@ typedef struct tfast {
 	tin in[2];
 	tout o;
 	merge *m;
-	uint8_t *old; /* the previous key of an input, for a restart */
+	uint8_t *old;   /* the previous key of an input, for a restart */
+	uint8_t *first; /* the output's first key, in words, zero after it */
+	uint64_t first_len;
 } tfast;
 
 /* 64 bits of s from bit x: the 9 bytes from x / 8 are read. */
@@ -1017,9 +1019,17 @@ bits64(const uint8_t *s, uint64_t x)
 	return kvs_load_be64(p) << sh | (uint64_t)p[8] >> (8 - sh);
 }
 
-/* The EGk code (k = 0 or 2) at the top of the window w, whose bits below
- * the top `valid` are zero: its length, 0 when it does not lie in the
- * window; *v its value. */
+/* 57 to 64 bits of s from bit x, the rest zero: the 8 bytes from x / 8
+ * are read. */
+static inline __attribute__((always_inline)) uint64_t
+bits57(const uint8_t *s, uint64_t x)
+{
+	return kvs_load_be64(s + x / 8) << (x & 7);
+}
+
+/* The EGk code (k = 0 or 2) at the top of the window w, whose top `valid`
+ * bits are the stream's: its length, 0 when it does not lie in them; *v
+ * its value. */
 static inline __attribute__((always_inline)) unsigned
 eg_window(uint64_t w, unsigned valid, unsigned k, uint64_t *v)
 {
@@ -1090,12 +1100,13 @@ static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
 	if (b->budget == 0 || b->end - pos < 2 * BIT_SPARE)
 		return false;
 	const uint8_t *s = b->s;
-	uint64_t w = bits64(s, pos), d1, d2;
-	unsigned n1 = eg_window(w, 64, 2, &d1);
+	uint64_t w = bits57(s, pos), d1, d2 = 0;
+	unsigned n1 = eg_window(w, 57, 2, &d1), n2 = 1;
 	if (n1 == 0)
 		return false;
-	unsigned n2 = eg_window(w << n1, 64 - n1, 0, &d2);
-	if (n2 == 0)
+	/* usually the key's length is unchanged: the code 1 */
+	if (!((w << n1) >> 63) &&
+	    (n2 = eg_window(w << n1, 57 - n1, 0, &d2)) == 0)
 		return false;
 	/* KEYLEN's previous value is the key's length */
 	uint64_t lcp = unzigzag(b->flcp, d1), klen = unzigzag(len, d2);
@@ -1115,12 +1126,15 @@ static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
 	if (b->end - x < (klen - lcp) + 2 * BIT_SPARE)
 		return false;
 	uint64_t t = x + (klen - lcp); /* the kind bit, or VALLEN */
-	uint64_t w3 = bits64(s, t), d3 = 0;
-	bool tomb = typed && !(w3 >> 63);
+	uint64_t w3 = bits57(s, t) << typed, d3 = 0;
+	bool tomb = typed && !(bits57(s, t) >> 63);
 	unsigned n3 = 0;
 	uint64_t vlen = 0;
-	if (!tomb) {
-		n3 = eg_window(w3 << typed, 64 - typed, 0, &d3);
+	if (!tomb && (w3 >> 63)) { /* the length unchanged: the code 1 */
+		n3 = 1;
+		vlen = b->fvlen;
+	} else if (!tomb) {
+		n3 = eg_window(w3, 57 - typed, 0, &d3);
 		vlen = unzigzag(b->fvlen, d3);
 		if (n3 == 0 || vlen > BIT_REC)
 			return false;
@@ -1132,10 +1146,9 @@ static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
 	uint64_t keep = ~(~(uint64_t)0 >> off);
 	uint64_t word = (old & keep) | (first >> off);
 	uint64_t last = (klen - 1) / 64;
-	x += 64 - off;
-	for (; j < last; j++, x += 64) {
+	for (uint64_t y = x + 64 - off; j < last; j++, y += 64) {
 		kvs_store_be64(b->key + 8 * j, word);
-		word = bits64(s, x);
+		word = bits64(s, y);
 	}
 	unsigned valid = (unsigned)(klen - 64 * j); /* 1..64 */
 	kvs_store_be64(b->key + 8 * j, word & (~(uint64_t)0 << (64 - valid)));
@@ -1143,8 +1156,7 @@ static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
 	b->lcp = lcp;
 	b->flcp = lcp;
 	b->inl = true;
-	b->x = t - (klen - lcp);
-	b->kfrom = lcp;
+	b->x = x;
 	b->vref = b->fvlen;
 	if (!tomb)
 		b->fvlen = vlen;
@@ -1220,7 +1232,6 @@ static bool tin_restart(tin *b, bool typed)
 	b->edge = false;
 	b->inl = true;
 	b->x = x;
-	b->kfrom = 0;
 	b->vref = 0;
 	b->pos = vpos + 8 * vlen;
 	return true;
@@ -1347,14 +1358,46 @@ tout_key_bits(fast_bw *o, const uint8_t *key, uint64_t start, uint64_t n)
 	}
 }
 
-/* Appends n bits of s from bit x (BIT_SPARE bits readable after them). */
+/*
+ * Appends n bits of s from bit x (BIT_SPARE bits readable after them).
+ * The output's bytes from p on are the stream's bits from x - bits (the
+ * pending bits first), so whole 8-byte words are stored with one load and
+ * three shifts each, and no word waits for the one before it.
+ */
 static inline __attribute__((always_inline)) void
 tout_stream_bits(fast_bw *o, const uint8_t *s, uint64_t x, uint64_t n)
 {
-	for (; n >= 64; n -= 64, x += 64)
-		fbw_put64(o, bits64(s, x));
-	if (n)
-		fbw_put_any(o, bits64(s, x) >> (64 - n), (unsigned)n);
+	unsigned ob = o->bits;
+	if (__builtin_expect(x < 8, 0)) { /* x - ob may precede the stream */
+		for (; n >= 56; n -= 56, x += 56)
+			fbw_put(o, bits64(s, x) >> 8, 56);
+		if (n)
+			fbw_put(o, bits64(s, x) >> (64 - n), (unsigned)n);
+		return;
+	}
+	uint64_t y = x - ob, total = ob + n;
+	const uint8_t *q = s + y / 8;
+	unsigned d = (unsigned)(y & 7);
+	uint64_t keep = ~(~(uint64_t)0 >> ob); /* the pending bits */
+	uint64_t hi = kvs_load_be64(q), lo = kvs_load_be64(q + 8);
+	uint64_t wd = hi << d | (lo >> 1) >> (63 - d);
+	wd = (o->acc & keep) | (wd & ~keep);
+	uint8_t *p = o->p;
+	for (; total >= 64; total -= 64) {
+		kvs_store_be64(p, wd);
+		p += 8;
+		q += 8;
+		hi = lo;
+		lo = kvs_load_be64(q + 8);
+		wd = hi << d | (lo >> 1) >> (63 - d);
+	}
+	/* the last total (< 64) bits: whole bytes stored, the rest pending;
+	 * the bits past them are overwritten by the next store */
+	kvs_store_be64(p, wd);
+	unsigned whole = (unsigned)total & ~7u, rest = (unsigned)total & 7;
+	o->p = p + whole / 8;
+	o->acc = (wd << whole) & ~(~(uint64_t)0 >> rest);
+	o->bits = rest;
 }
 
 /* The EGk code of the zigzag difference of value from prev: *n bits. */
@@ -1393,8 +1436,10 @@ tout_usual(tout *o, const tin *b, bool typed)
 	fast_bw *bw = &o->bw;
 	uint64_t lcp = b->lcp, len = b->len, vlen = b->vlen;
 	unsigned n1, n2;
-	uint64_t x1 = eg_delta(lcp, o->flcp, 2, &n1);
-	uint64_t x2 = eg_delta(len, o->prev_len, 0, &n2);
+	uint64_t x1 = eg_delta(lcp, o->flcp, 2, &n1), x2 = 1;
+	n2 = 1; /* usually the key's length is unchanged: the code 1 */
+	if (len != o->prev_len)
+		x2 = eg_delta(len, o->prev_len, 0, &n2);
 	if (n1 + n2 <= 56) {
 		fbw_put(bw, x1 << n2 | x2, n1 + n2);
 	} else {
@@ -1408,9 +1453,9 @@ tout_usual(tout *o, const tin *b, bool typed)
 	 * suffix is the end of the input's, and when the VALLEN code has the
 	 * same reference (or there is none) the bits after it are the same.
 	 */
-	if (b->inl && lcp >= b->kfrom &&
+	if (b->inl && lcp >= b->flcp &&
 	    ((typed && b->tomb) || b->vref == o->fvlen)) {
-		uint64_t from = b->x + (lcp - b->kfrom);
+		uint64_t from = b->x + (lcp - b->flcp);
 		tout_stream_bits(bw, b->s, from, b->pos - from);
 		if (typed && b->tomb)
 			o->tombstones++;
@@ -1472,6 +1517,40 @@ static kvs_status tout_load(tout *o, kvs_writer *w, kvs_error *err)
 	return KVS_OK;
 }
 
+/* The LCP of two keys kept in whole words with their padding bits clear
+ * (a word to spare after each). */
+static uint64_t words_lcp(const uint8_t *a, uint64_t la, const uint8_t *b,
+                          uint64_t lb)
+{
+	uint64_t n = la < lb ? la : lb;
+	for (uint64_t i = 0; 8 * i < n; i += 8) {
+		uint64_t x = kvs_load_be64(a + i), y = kvs_load_be64(b + i);
+		if (x != y) {
+			uint64_t d = 8 * i + (unsigned)__builtin_clzll(x ^ y);
+			return d < n ? d : n;
+		}
+	}
+	return n;
+}
+
+/* seg_key_fence of a key kept so: its bits [skip, skip + 32), zero past
+ * its end. */
+static uint32_t words_fence(const uint8_t *key, uint64_t bits, uint64_t skip)
+{
+	if (bits <= skip)
+		return 0;
+	const uint8_t *k = key + skip / 64 * 8;
+	unsigned off = (unsigned)(skip % 64);
+	uint64_t v = kvs_load_be64(k) << off;
+	if (off > 32) /* the bits past the key's last word are masked below */
+		v |= kvs_load_be64(k + 8) >> (64 - off);
+	uint32_t f = (uint32_t)(v >> 32);
+	uint64_t avail = bits - skip;
+	if (avail < 32)
+		f &= ~(uint32_t)0 << (32 - avail);
+	return f;
+}
+
 /* An output restart of the usual record, with room for it: its place in
  * the restart index and its fence (seg_writer_restart), its whole key,
  * its fields from 0. */
@@ -1481,13 +1560,12 @@ static void tout_restart(tfast *f, const tin *b, bool typed)
 	tout *o = &f->o;
 	fast_bw *bw = &o->bw;
 	uint64_t len = b->len, vlen = b->vlen;
-	int cmp;
-	uint64_t at = seg_key_lcp(w->first_key, w->first_bits, b->key, len, &cmp);
+	uint64_t at = words_lcp(f->first, f->first_len, b->key, len);
 	size_t j = w->restarts_len++; /* room: tfast_setup */
 	w->restarts[j] =
 	    8 * (w->flushed + (uint64_t)(bw->p - w->bw.buf)) + bw->bits;
 	w->fence_skip[j] = at;
-	w->fence_win[j] = seg_key_fence(b->key, len, at);
+	w->fence_win[j] = words_fence(b->key, len, at);
 	unsigned n2, n3;
 	uint64_t x2 = eg_delta(len, 0, 0, &n2);
 	fbw_put(bw, x2, n2);
@@ -1594,6 +1672,7 @@ static kvs_status tfast_setup(tfast *f, merge *m)
 			max_len = l;
 	}
 	f->old = malloc((size_t)max_len + 16);
+	f->first = calloc(1, (size_t)max_len + 16);
 	uint8_t *pk = realloc(w->prev_key, (size_t)max_len + 8);
 	if (pk) {
 		w->prev_key = pk;
@@ -1602,7 +1681,7 @@ static kvs_status tfast_setup(tfast *f, merge *m)
 	if (!seg_writer_grow_restarts(
 	        w, (size_t)(m->total / w->opt.restart_interval + 2)))
 		pk = NULL;
-	if (!f->old || !pk)
+	if (!f->old || !f->first || !pk)
 		return seg_writer_fail(w, m->err, KVS_E_NOMEM, "%s: %s",
 		                       "out of memory");
 	return KVS_OK;
@@ -1631,6 +1710,8 @@ merge_two_bits_with(merge *m, bool typed)
 	tout *o = &f.o;
 	if ((st = tout_load(o, w, m->err)) != KVS_OK)
 		goto out;
+	f.first_len = w->first_bits;
+	memcpy(f.first, w->first_key, (size_t)seg_key_bytes(f.first_len));
 	if (cmp <= 0)
 		b->lcp = l;
 	else
@@ -1687,6 +1768,7 @@ merge_two_bits_with(merge *m, bool typed)
 	memcpy(w->prev_key, last->key, (size_t)seg_key_bytes(o->prev_len));
 out:
 	free(f.old);
+	free(f.first);
 	for (size_t i = 0; i < 2; i++)
 		m->cur[i]->ordinal = m->cur[i]->seg->records;
 	return st;
