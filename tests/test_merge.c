@@ -1424,25 +1424,32 @@ static void test_random(void **state)
  * own path for them (merge.c, merge_two_bytes_fast), with both inputs'
  * restarts, key lengths that change, long keys and values, long runs from
  * one input and keys in both, near the ends of the streams. */
-static void test_two_byte_inputs(void **state)
+/*
+ * Random merges of two inputs of one mode into the same mode, with
+ * tombstones kept: the case of the dedicated loops (merge.c's byte loop
+ * for the byte modes, its bit loop for the bit modes with the default
+ * codes), over restarts of both sides, every shape of key and value, long
+ * keys (out of line) and empty inputs. bits: the bit modes, whose keys may
+ * also have any number of bits.
+ */
+static void two_input_cases(const char *what, bool bits, uint64_t stream)
 {
-	(void)state;
-	test_rng r = test_rng_for(g_seed, 15);
+	test_rng r = test_rng_for(g_seed, stream);
 	char base[PATH_MAX];
-	make_case_dirs(base, "two_byte");
+	make_case_dirs(base, bits ? "two_bit" : "two_byte");
 	static const uint32_t Ks[] = {1, 2, 3, 15, 16, 64, 0, 1000};
 	static const key_shape shapes[] = {KEYS_STRUCTURED, KEYS_HASH,
-	                                   KEYS_BYTELENS};
+	                                   KEYS_BYTELENS, KEYS_RANDBITS};
 	static const size_t prefixes[] = {0, 0, 1, 7, 8, 64, 4096};
 	static const unsigned densities[] = {100, 90, 60, 50, 20, 3};
 	for (unsigned t = 0; t < 200; t++) {
 		merge_case mc;
 		memset(&mc, 0, sizeof mc);
-		mc.name = "two byte inputs";
+		mc.name = what;
 		mc.inputs = 2;
-		unsigned m = (unsigned)test_rng_below(&r, 2); /* byte modes */
+		unsigned m = (bits ? 2 : 0) + (unsigned)test_rng_below(&r, 2);
 		unsigned im[2] = {m, m};
-		mc.keys = shapes[test_rng_below(&r, 3)];
+		mc.keys = shapes[test_rng_below(&r, bits ? 4 : 3)];
 		mc.vals = (val_shape)test_rng_below(&r, 4);
 		mc.prefix = prefixes[test_rng_below(&r, 7)];
 		mc.empty_key = test_rng_below(&r, 4) == 0;
@@ -1454,11 +1461,23 @@ static void test_two_byte_inputs(void **state)
 			mc.empty_inputs = 1 + test_rng_below(&r, 2);
 		size_t budget = mc.prefix >= 4096 ? 300 : 3000;
 		mc.n = 1 + (size_t)test_rng_below(&r, budget);
-		set_case("two byte inputs %u", t);
+		set_case("%s %u", what, t);
 		run_case(base, &mc, im, Ks[test_rng_below(&r, 8)], m,
 		         Ks[test_rng_below(&r, 8)], false, &r, NULL);
 	}
 	g_mode = "";
+}
+
+static void test_two_byte_inputs(void **state)
+{
+	(void)state;
+	two_input_cases("two byte inputs", false, 15);
+}
+
+static void test_two_bit_inputs(void **state)
+{
+	(void)state;
+	two_input_cases("two bit inputs", true, 16);
 }
 
 /* ---- tests: errors ------------------------------------------------------- */
@@ -2138,6 +2157,7 @@ int main(int argc, char **argv)
 	    TEST(test_tombstones),     TEST(test_output_codes),
 	    TEST(test_same_segment),   TEST(test_longest_keys),
 	    TEST(test_random),         TEST(test_two_byte_inputs),
+	    TEST(test_two_bit_inputs),
 	    TEST(test_errors),
 	    TEST(test_cancel),         TEST(test_corrupt_input),
 	    TEST(test_corrupt_two_inputs),
