@@ -23,6 +23,11 @@
  *    of it (the writer is unchanged and later codes are unaffected);
  *  - the conditional moves of the Golomb decoder (and their portable
  *    version) select exactly when x < y.
+ *  - kvs_get_golomb_by_table decodes every code as the naive decoder does
+ *    and exactly as kvs_get_golomb does (value, status, reader position):
+ *    the Golomb tests above run again through it, and every entry of the
+ *    table is decoded for m = 1..64 and a spread of larger moduli, whole,
+ *    cut short and reaching past the bits the reader held.
  *
  * Oracle: naive encoders written here straight from the definitions in
  * codes.h, bit by bit into a bit array, and naive decoders over that bit
@@ -377,12 +382,87 @@ static kvs_status lib_enc(kvs_bitwriter *w, const item *it)
 	}
 }
 
+/*
+ * Table mode (set by the table tests' setup): lib_dec decodes Golomb codes
+ * with kvs_get_golomb_by_table. The tables come from a small direct-mapped
+ * cache by modulus, so a stream of mixed moduli builds each one rarely.
+ */
+enum { TABLE_SLOTS = 64 };
+static int g_by_table;
+static kvs_golomb_table *g_tables[TABLE_SLOTS];
+static uint64_t g_table_m[TABLE_SLOTS]; /* 0: empty (no modulus is 0) */
+
+static const kvs_golomb_table *table_for(uint64_t m)
+{
+	size_t slot = (size_t)((m * 0x9E3779B97F4A7C15ull) >> 58);
+	if (g_tables[slot] == NULL) {
+		g_tables[slot] = malloc(sizeof *g_tables[slot]);
+		assert_non_null(g_tables[slot]);
+		g_table_m[slot] = 0;
+	}
+	if (g_table_m[slot] != m) {
+		CHECK_ST(kvs_golomb_table_init(g_tables[slot], m), KVS_OK,
+		         "kvs_golomb_table_init(m=0x%llx)", ULL(m));
+		g_table_m[slot] = m;
+	}
+	return g_tables[slot];
+}
+
+static int table_mode_on(void **state)
+{
+	(void)state;
+	g_by_table = 1;
+	return 0;
+}
+
+static int table_mode_off(void **state)
+{
+	(void)state;
+	g_by_table = 0;
+	for (size_t i = 0; i < TABLE_SLOTS; i++) {
+		free(g_tables[i]);
+		g_tables[i] = NULL;
+		g_table_m[i] = 0;
+	}
+	return 0;
+}
+
+/* A test run in table mode, named after it. */
+/* clang-format off */
+#define BY_TABLE(f) {#f "_by_table", f, table_mode_on, table_mode_off, NULL}
+/* clang-format on */
+
+/* kvs_get_golomb_by_table, and kvs_get_golomb from a copy of the reader:
+ * both must give the same status, value and reader position. */
+static kvs_status golomb_by_table(kvs_bitreader *r, const item *it,
+                                  uint64_t *out)
+{
+	kvs_bitreader plain = *r;
+	uint64_t want = 0;
+	kvs_status want_st = kvs_get_golomb(&plain, &it->g, &want);
+	kvs_status st = kvs_get_golomb_by_table(r, table_for(it->m), out);
+	CHECK(st == want_st && (st != KVS_OK || *out == want),
+	      "Golomb (m=0x%llx) at bit %llu: by table %s 0x%llx, "
+	      "kvs_get_golomb %s 0x%llx",
+	      ULL(it->m), ULL(kvs_br_position(&plain)), test_status_name(st),
+	      ULL(*out), test_status_name(want_st), ULL(want));
+	CHECK(kvs_br_position(r) == kvs_br_position(&plain) &&
+	          kvs_br_remaining(r) == kvs_br_remaining(&plain),
+	      "Golomb (m=0x%llx): by table the reader is at %llu, "
+	      "kvs_get_golomb leaves it at %llu",
+	      ULL(it->m), ULL(kvs_br_position(r)),
+	      ULL(kvs_br_position(&plain)));
+	return st;
+}
+
 static kvs_status lib_dec(kvs_bitreader *r, const item *it, uint64_t *out)
 {
 	switch (it->kind) {
 	case C_EG:
 		return kvs_get_eg(r, it->k, out);
 	case C_GOLOMB:
+		if (g_by_table)
+			return golomb_by_table(r, it, out);
 		return kvs_get_golomb(r, &it->g, out);
 	case C_FIXED:
 		return kvs_get_fixed(r, it->k, out);
@@ -1274,6 +1354,48 @@ static void test_golomb_errors(void **state)
 	arena_free(&a);
 }
 
+/*
+ * Every entry of the decode table, through the decoder (in table mode):
+ * for m = 1..64 and a spread of larger moduli, every
+ * KVS_GOLOMB_TABLE_BITS-bit string followed by random bits, after a lead
+ * read raw so that the reader holds bits before the refill, at a random
+ * start offset; mostly as a 64-bit payload, else cut after 0..16 bits of
+ * the string (the code may then end past the payload). Against the naive
+ * decoder, and against kvs_get_golomb (lib_dec).
+ */
+static void test_golomb_table_entries(void **state)
+{
+	(void)state;
+	test_rng rng = test_rng_for(g_seed, 23);
+	arena a;
+	arena_init(&a, 64);
+	const unsigned kb = KVS_GOLOMB_TABLE_BITS;
+	for (size_t mi = 0; mi < 64 + 40 + NGM; mi++) {
+		uint64_t m = mi < 64    ? mi + 1
+		             : mi < 104 ? 65 + (mi - 64) * 7
+		                        : golomb_ms[mi - 104];
+		item it = mk_golomb(0, m);
+		for (uint64_t p = 0; p < P2(kb); p++) {
+			size_t lead = (size_t)test_rng_below(&rng, 40);
+			test_bitvec b = {0};
+			test_bv_put(&b, test_rng_next(&rng), (unsigned)lead);
+			test_bv_put(&b, p, kb);
+			test_bv_put(&b, test_rng_next(&rng), 64 - kb);
+			size_t plen = b.n;
+			if (test_rng_below(&rng, 4) == 0)
+				plen = lead + (size_t)test_rng_below(&rng, 17);
+			unsigned s = (unsigned)test_rng_below(&rng, 8);
+			const uint8_t *base = place(&a, &rng, &b, 0, plen, s);
+			kvs_bitreader r;
+			kvs_br_init(&r, base, s, plen);
+			check_raw(&r, &b, 0, lead, &rng, "lead");
+			check_dec(&r, &b, 0, plen, lead, &it, "table entry");
+			test_bv_free(&b);
+		}
+	}
+	arena_free(&a);
+}
+
 /* ---- fixed widths
  * ------------------------------------------------------------ */
 
@@ -2054,6 +2176,12 @@ int main(void)
 	    cmocka_unit_test(test_golomb_boundaries),
 	    cmocka_unit_test(test_golomb_random),
 	    cmocka_unit_test(test_golomb_errors),
+	    BY_TABLE(test_golomb_table_entries),
+	    BY_TABLE(test_golomb_known_vectors),
+	    BY_TABLE(test_golomb_boundaries),
+	    BY_TABLE(test_golomb_random),
+	    BY_TABLE(test_golomb_errors),
+	    BY_TABLE(test_guard_codes),
 	    cmocka_unit_test(test_select_below),
 	    cmocka_unit_test(test_fixed),
 	    cmocka_unit_test(test_mixed_streams),

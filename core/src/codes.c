@@ -10,6 +10,8 @@
  */
 #include "kvseg/codes.h"
 
+#include <string.h>
+
 /*
  * Undoes the puts since `saved` after a failed multi-part put. Only the
  * position is restored: a put may have moved a growable buffer, and the
@@ -195,6 +197,46 @@ kvs_status kvs_get_golomb_slow(kvs_bitreader *r, kvs_golomb params,
 fail:
 	*r = saved;
 	return st;
+}
+
+/* ---- Golomb decode tables ------------------------------------------------ */
+
+/*
+ * Each value below 256 whose code has at most KVS_GOLOMB_TABLE_BITS bits
+ * fills the entries whose index starts with its code. The codes are a
+ * prefix code, so no entry is filled twice.
+ */
+kvs_status kvs_golomb_table_init(kvs_golomb_table *t, uint64_t m)
+{
+	const unsigned bits = KVS_GOLOMB_TABLE_BITS;
+	kvs_status st = kvs_golomb_init(&t->code, m);
+	if (st != KVS_OK)
+		return st;
+	const kvs_golomb *g = &t->code;
+	memset(t->length, 0, sizeof t->length);
+	memset(t->value, 0, sizeof t->value);
+	for (uint64_t v = 0; v < 256 && v / m < bits; v++) {
+		uint64_t len = kvs_golomb_length(g, v);
+		if (len == 0 || len > bits)
+			continue;
+		/* The code read as an integer: the unary one, then the
+		 * remainder in b - 1 or b bits (see kvs_put_golomb). */
+		uint64_t q = v / m, rem = v % m;
+		uint64_t code = (uint64_t)1 << (len - q - 1);
+		if (g->b > 0)
+			code |= rem < g->cutoff ? rem : rem + g->cutoff;
+		size_t first = (size_t)(code << (bits - len));
+		size_t n = (size_t)1 << (bits - len);
+		memset(t->length + first, (int)len, n);
+		memset(t->value + first, (int)v, n);
+	}
+	return KVS_OK;
+}
+
+kvs_status kvs_golomb_table_miss_(kvs_bitreader *r, const kvs_golomb *g,
+                                  uint64_t *out)
+{
+	return kvs_get_golomb(r, g, out);
 }
 
 /* ---- fixed width --------------------------------------------------------- */
