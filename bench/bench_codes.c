@@ -5,15 +5,16 @@
  * with kvs_put_eg / kvs_put_golomb (docs: bench/README.md). One observation
  * is one kvs_bitreader walking the whole stream: the timer covers
  * kvs_br_init and the 262,144 decode calls with their status checks
- * (kvs_get_eg, or kvs_get_golomb_by_table for Golomb). Excluded from the
- * timer: generating and encoding the values, building the Golomb decode
- * table, the full decode-and-compare check before any timing, and the
- * comparison of each observation's checksum with the source values
- * afterwards.
+ * (kvs_get_eg; for Golomb kvs_get_golomb_by_table, or kvs_get_golomb in
+ * g7-computed). Excluded from the timer: generating and encoding the
+ * values, building the Golomb decode table, the full decode-and-compare
+ * check before any timing, and the comparison of each observation's
+ * checksum with the source values afterwards.
  *
  * Variants: kvseg (the decode loop compiled for baseline x86-64) and
  * kvseg-mv (the same loop marked KVS_MULTIVERSION).
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,10 @@
 
 #define COUNT ((size_t)1 << 18)
 
-enum code_kind { CODE_EG, CODE_GOLOMB };
+/* Golomb codes are decoded with the decode table (kvs_get_golomb_by_table)
+ * or without it (kvs_get_golomb, as the segment readers' field decoder
+ * calls it, and the table's fallback). */
+enum code_kind { CODE_EG, CODE_GOLOMB, CODE_GOLOMB_COMPUTED, CODE_KINDS };
 
 typedef struct workload {
 	const char *name;
@@ -56,6 +60,11 @@ static const workload workloads[] = {
      .seed = 0xC0DE5000000000E3ull},
     {.name = "g7",
      .kind = CODE_GOLOMB,
+     .param = 7,
+     .bound = 70,
+     .seed = 0xC0DE500000000067ull},
+    {.name = "g7-computed", /* g7's stream, decoded without the table */
+     .kind = CODE_GOLOMB_COMPUTED,
      .param = 7,
      .bound = 70,
      .seed = 0xC0DE500000000067ull},
@@ -96,8 +105,9 @@ decode_eg(const fixture *f, int *bad)
 	return sum;
 }
 
+/* by_table is a constant in each caller: one loop or the other. */
 static inline __attribute__((always_inline)) uint64_t
-decode_golomb(const fixture *f, int *bad)
+decode_golomb(const fixture *f, int *bad, bool by_table)
 {
 	kvs_bitreader r;
 	kvs_br_init(&r, f->data, 0, f->bits);
@@ -105,7 +115,10 @@ decode_golomb(const fixture *f, int *bad)
 	int failed = 0;
 	for (size_t i = 0; i < COUNT; i++) {
 		uint64_t v = 0;
-		failed |= kvs_get_golomb_by_table(&r, f->table, &v) != KVS_OK;
+		kvs_status st = by_table
+		                    ? kvs_get_golomb_by_table(&r, f->table, &v)
+		                    : kvs_get_golomb(&r, &f->golomb, &v);
+		failed |= st != KVS_OK;
 		sum += v;
 	}
 	*bad = failed;
@@ -121,12 +134,13 @@ __attribute__((noinline)) static uint64_t eg_kvseg(const fixture *f, int *bad)
 __attribute__((noinline)) static uint64_t golomb_kvseg(const fixture *f,
                                                        int *bad)
 {
-	return decode_golomb(f, bad);
+	return decode_golomb(f, bad, true);
 }
 
-static uint64_t decode_kvseg(const fixture *f, int *bad)
+__attribute__((noinline)) static uint64_t
+golomb_computed_kvseg(const fixture *f, int *bad)
 {
-	return f->w->kind == CODE_EG ? eg_kvseg(f, bad) : golomb_kvseg(f, bad);
+	return decode_golomb(f, bad, false);
 }
 
 /* The same loops marked KVS_MULTIVERSION (kvseg/cpu.h): also compiled for
@@ -140,24 +154,24 @@ eg_kvseg_mv(const fixture *f, int *bad)
 KVS_MULTIVERSION __attribute__((noinline)) static uint64_t
 golomb_kvseg_mv(const fixture *f, int *bad)
 {
-	return decode_golomb(f, bad);
+	return decode_golomb(f, bad, true);
 }
 
-static uint64_t decode_kvseg_mv(const fixture *f, int *bad)
+KVS_MULTIVERSION __attribute__((noinline)) static uint64_t
+golomb_computed_kvseg_mv(const fixture *f, int *bad)
 {
-	return f->w->kind == CODE_EG ? eg_kvseg_mv(f, bad)
-	                             : golomb_kvseg_mv(f, bad);
+	return decode_golomb(f, bad, false);
 }
 
 typedef struct variant {
 	const char *name;
-	uint64_t (*decode)(const fixture *f, int *bad);
+	uint64_t (*decode[CODE_KINDS])(const fixture *f, int *bad);
 } variant;
 
-/* Another decoder is one more function and one more line here. */
+/* Another decoder is one more set of functions and one more line here. */
 static const variant variants[] = {
-    {"kvseg", decode_kvseg},
-    {"kvseg-mv", decode_kvseg_mv},
+    {"kvseg", {eg_kvseg, golomb_kvseg, golomb_computed_kvseg}},
+    {"kvseg-mv", {eg_kvseg_mv, golomb_kvseg_mv, golomb_computed_kvseg_mv}},
 };
 #define VARIANT_COUNT (sizeof variants / sizeof variants[0])
 
@@ -173,8 +187,9 @@ static void build(fixture *f, const workload *w, kvs_bitwriter *bw)
 {
 	f->w = w;
 	f->table = NULL;
-	if (w->kind == CODE_GOLOMB) {
+	if (w->kind != CODE_EG)
 		check(kvs_golomb_init(&f->golomb, w->param), "kvs_golomb_init");
+	if (w->kind == CODE_GOLOMB) {
 		f->table = bench_alloc(sizeof *f->table);
 		check(kvs_golomb_table_init(f->table, w->param),
 		      "kvs_golomb_table_init");
@@ -210,9 +225,10 @@ static void verify(const fixture *f)
 	kvs_br_init(&r, f->data, 0, f->bits);
 	for (size_t i = 0; i < COUNT; i++) {
 		uint64_t v = 0;
-		kvs_status st = f->w->kind == CODE_EG
-		                    ? kvs_get_eg(&r, f->w->param, &v)
-		                    : kvs_get_golomb_by_table(&r, f->table, &v);
+		kvs_status st =
+		    f->w->kind == CODE_EG ? kvs_get_eg(&r, f->w->param, &v)
+		    : f->table ? kvs_get_golomb_by_table(&r, f->table, &v)
+		               : kvs_get_golomb(&r, &f->golomb, &v);
 		if (st != KVS_OK)
 			bench_fail("%s: decoding count %zu failed: %s",
 			           f->w->name, i, kvs_strerror(st));
@@ -237,7 +253,7 @@ static double observe(void *ctx)
 	const run *r = ctx;
 	int bad;
 	uint64_t t0 = bench_now_ns();
-	uint64_t sum = r->v->decode(r->f, &bad);
+	uint64_t sum = r->v->decode[r->f->w->kind](r->f, &bad);
 	uint64_t t1 = bench_now_ns();
 	if (bad || sum != r->f->sum)
 		bench_fail("%s/%s: a timed pass decoded wrong values",
