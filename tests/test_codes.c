@@ -21,8 +21,9 @@
  *    alignment, including codes cut by the end and malformed codes;
  *  - region writers reject a code that does not fit without appending any
  *    of it (the writer is unchanged and later codes are unaffected);
- *  - the conditional moves of the Golomb decoder (and their portable
- *    version) select exactly when x < y.
+ *  - the Golomb decoder's short-code select (a compare, a conditional move
+ *    and a subtract-with-borrow, and its portable version) takes a bit
+ *    off the length and picks the short bias exactly when x < y.
  *  - kvs_get_golomb_by_table decodes every code as the naive decoder does
  *    and exactly as kvs_get_golomb does (value, status, reader position):
  *    the Golomb tests above run again through it, and every entry of the
@@ -2109,15 +2110,16 @@ static void test_varint_fuzz(void **state)
 	arena_free(&a);
 }
 
-/* ---- the Golomb decoder's conditional moves ----------------------------- */
+/* ---- the Golomb decoder's short-code select ------------------------------ */
 
 /*
- * kvs_select_below_ (one compare and conditional moves on x86-64) and its
- * portable version, against the definition: where x < y, every value is
- * replaced by its alternative, otherwise none is. Operands equal, adjacent,
- * at the edges of the range and random.
+ * kvs_golomb_short_ (a compare, a conditional move and a subtract-with-
+ * borrow on x86-64) and its portable version, against the definition:
+ * where x < y the length loses one and the bias is the short one, otherwise
+ * both are unchanged. Operands equal, adjacent, at the edges of the range
+ * and random; lengths and biases random.
  */
-static void test_select_below(void **state)
+static void test_golomb_short(void **state)
 {
 	(void)state;
 	test_rng rng = test_rng_for(g_seed, 60);
@@ -2142,24 +2144,22 @@ static void test_select_below(void **state)
 			y = iter % 3 ? test_rng_wide(&rng)
 			             : edges[test_rng_below(&rng, nedges)];
 		}
-		uint64_t keep[4], alt[4], fast[4], port[4];
-		for (int i = 0; i < 4; i++) {
-			keep[i] = fast[i] = port[i] = test_rng_next(&rng);
-			alt[i] = test_rng_next(&rng);
-		}
-		kvs_select_below_(x, y, &fast[0], alt[0], &fast[1], alt[1],
-		                  &fast[2], alt[2], &fast[3], alt[3]);
-		kvs_select_below_portable_(x, y, &port[0], alt[0], &port[1],
-		                           alt[1], &port[2], alt[2], &port[3],
-		                           alt[3]);
-		for (int i = 0; i < 4; i++) {
-			uint64_t want = x < y ? alt[i] : keep[i];
-			CHECK(fast[i] == want && port[i] == want,
-			      "select of value %d for x = 0x%llx, y = 0x%llx: "
-			      "got 0x%llx (portable 0x%llx), expected 0x%llx",
-			      i, ULL(x), ULL(y), ULL(fast[i]), ULL(port[i]),
-			      ULL(want));
-		}
+		uint64_t len = 1 + test_rng_below(&rng, 64);
+		uint64_t bias = test_rng_next(&rng), alt = test_rng_next(&rng);
+		uint64_t fast_len = len, fast_bias = bias;
+		uint64_t port_len = len, port_bias = bias;
+		kvs_golomb_short_(x, y, &fast_len, &fast_bias, alt);
+		kvs_golomb_short_portable_(x, y, &port_len, &port_bias, alt);
+		uint64_t want_len = x < y ? len - 1 : len;
+		uint64_t want_bias = x < y ? alt : bias;
+		CHECK(fast_len == want_len && fast_bias == want_bias &&
+		          port_len == want_len && port_bias == want_bias,
+		      "short select for x = 0x%llx, y = 0x%llx, length %llu: "
+		      "got %llu, 0x%llx (portable %llu, 0x%llx), expected "
+		      "%llu, 0x%llx",
+		      ULL(x), ULL(y), ULL(len), ULL(fast_len), ULL(fast_bias),
+		      ULL(port_len), ULL(port_bias), ULL(want_len),
+		      ULL(want_bias));
 	}
 }
 
@@ -2182,7 +2182,7 @@ int main(void)
 	    BY_TABLE(test_golomb_random),
 	    BY_TABLE(test_golomb_errors),
 	    BY_TABLE(test_guard_codes),
-	    cmocka_unit_test(test_select_below),
+	    cmocka_unit_test(test_golomb_short),
 	    cmocka_unit_test(test_fixed),
 	    cmocka_unit_test(test_mixed_streams),
 	    cmocka_unit_test(test_guard_codes),

@@ -139,51 +139,55 @@ kvs_status kvs_put_golomb(kvs_bitwriter *w, const kvs_golomb *g,
 kvs_status kvs_get_golomb_slow(kvs_bitreader *r, kvs_golomb g, uint64_t *out);
 
 /*
- * Where x < y, replaces *a, *b, *c and *d by a_y, b_y, c_y and d_y.
- * kvs_select_below_ does it with one compare and four conditional moves on
- * x86-64: a compiler turns such a group of selects on one condition into a
- * branch, which the short-or-long choice of a Golomb code (data, not a
- * pattern) would mispredict. Elsewhere it is the portable version.
+ * Where x < y (a short code), takes one bit off *len and replaces *bias by
+ * short_bias. kvs_golomb_short_ does it with one compare, a conditional move
+ * and a subtract-with-borrow on x86-64: a compiler turns a pair of selects
+ * on one condition into a branch, which the short-or-long choice of a
+ * Golomb code (data, not a pattern) would mispredict. Elsewhere it is the
+ * portable version.
  */
-static inline void kvs_select_below_portable_(uint64_t x, uint64_t y,
-                                              uint64_t *a, uint64_t a_y,
-                                              uint64_t *b, uint64_t b_y,
-                                              uint64_t *c, uint64_t c_y,
-                                              uint64_t *d, uint64_t d_y)
+static inline void kvs_golomb_short_portable_(uint64_t x, uint64_t y,
+                                              uint64_t *len, uint64_t *bias,
+                                              uint64_t short_bias)
 {
 	if (x < y) {
-		*a = a_y;
-		*b = b_y;
-		*c = c_y;
-		*d = d_y;
+		*len -= 1;
+		*bias = short_bias;
 	}
 }
 
-static inline void kvs_select_below_(uint64_t x, uint64_t y, uint64_t *a,
-                                     uint64_t a_y, uint64_t *b, uint64_t b_y,
-                                     uint64_t *c, uint64_t c_y, uint64_t *d,
-                                     uint64_t d_y)
+static inline void kvs_golomb_short_(uint64_t x, uint64_t y, uint64_t *len,
+                                     uint64_t *bias, uint64_t short_bias)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-	uint64_t va, vb, vc, vd;
-	/* Early-clobber outputs: no input may share their registers. */
+	uint64_t n = *len, b = *bias;
+	/* Early-clobber: no input may share the outputs' registers. */
 	__asm__("cmp %[y], %[x]\n\t"
-	        "cmovb %[a_y], %[a]\n\t"
-	        "cmovb %[b_y], %[b]\n\t"
-	        "cmovb %[c_y], %[c]\n\t"
-	        "cmovb %[d_y], %[d]"
-	        : [a] "=&r"(va), [b] "=&r"(vb), [c] "=&r"(vc), [d] "=&r"(vd)
-	        : "[a]"(*a), "[b]"(*b), "[c]"(*c),
-	          "[d]"(*d), [x] "r"(x), [y] "r"(y), [a_y] "r"(a_y),
-	          [b_y] "r"(b_y), [c_y] "r"(c_y), [d_y] "r"(d_y)
+	        "cmovb %[short_bias], %[b]\n\t"
+	        "sbb $0, %[n]"
+	        : [n] "+&r"(n), [b] "+&r"(b)
+	        : [x] "r"(x), [y] "r"(y), [short_bias] "rm"(short_bias)
 	        : "cc");
-	*a = va;
-	*b = vb;
-	*c = vc;
-	*d = vd;
+	*len = n;
+	*bias = b;
 #else
-	kvs_select_below_portable_(x, y, a, a_y, b, b_y, c, c_y, d, d_y);
+	kvs_golomb_short_portable_(x, y, len, bias, short_bias);
 #endif
+}
+
+/*
+ * Decodes the code whose unary run of q zeros is known, from `bits`, a
+ * reservoir that holds at least its long length len = q + 1 + b (see
+ * kvs_get_golomb), and consumes it.
+ */
+static inline void kvs_golomb_take_(kvs_bitreader *r, const kvs_golomb *g,
+                                    unsigned q, unsigned len, uint64_t bits,
+                                    uint64_t *out)
+{
+	uint64_t n = len, bias = g->long_bias;
+	kvs_golomb_short_(bits, g->short_mark >> q, &n, &bias, g->short_bias);
+	*out = (uint64_t)q * g->m + (bits >> (64 - n)) - bias;
+	kvs_br_consume(r, (unsigned)n);
 }
 
 /*
@@ -193,13 +197,13 @@ static inline void kvs_select_below_(uint64_t x, uint64_t y, uint64_t *a,
  * nearly every code of a stream of short codes does, is decided from head
  * alone: the refill only feeds the codes after it and stays off this code's
  * critical path. head starts with q zeros and a one, so "the b - 1 bits
- * after the one are below u" is one compare of head with short_mark >> q,
- * and the compare picks the next reservoir, the bits left, the shift and
- * the bias of the short or the long code, all computed meanwhile. The
- * q + 1 + b (or q + b) leading bits, read as an integer, are 2^b + r + u (or
- * 2^(b-1) + r): one shift and the bias give the remainder. A code that
- * reaches into the refilled bits is decided the same way from the refilled
- * reservoir.
+ * after the one are below u" is one compare of head with short_mark >> q;
+ * the compare's borrow takes one bit off the long code's length q + 1 + b
+ * and a conditional move on it picks the short code's bias. The n leading
+ * bits of the code (n = q + b or q + 1 + b), read as an integer, are
+ * 2^(b-1) + r (or 2^b + r + u): one shift and the bias give the remainder.
+ * A code that reaches into the refilled bits is decided the same way from
+ * the refilled reservoir.
  */
 static inline kvs_status kvs_get_golomb(kvs_bitreader *r, const kvs_golomb *g,
                                         uint64_t *out)
@@ -212,32 +216,11 @@ static inline kvs_status kvs_get_golomb(kvs_bitreader *r, const kvs_golomb *g,
 		unsigned q = (unsigned)__builtin_clzll(head);
 		unsigned len = q + 1 + b; /* of a long code */
 		if (__builtin_expect(len <= held, 1)) {
-			uint64_t res = r->reservoir;
-			uint64_t after = res << len, left = r->avail - len;
-			uint64_t drop = 64 - len, bias = g->long_bias;
-			kvs_select_below_(head, g->short_mark >> q, &after,
-			                  res << (len - 1), &left, left + 1,
-			                  &drop, drop + 1, &bias,
-			                  g->short_bias);
-			*out = (uint64_t)q * g->m + (head >> drop) - bias;
-			r->reservoir = after;
-			r->avail = (unsigned)left;
+			kvs_golomb_take_(r, g, q, len, head, out);
 			return KVS_OK;
 		}
 		if (len <= r->avail) { /* the code reaches into the refill */
-			uint64_t res = r->reservoir;
-			bool is_short = res < (g->short_mark >> q);
-			uint64_t after_short = res << (len - 1);
-			uint64_t after_long = res << len;
-			uint64_t lead = res >> (64 - len + is_short);
-			uint64_t short_mask =
-			    -(uint64_t)is_short; /* no branch */
-			uint64_t bias =
-			    g->long_bias ^
-			    ((g->long_bias ^ g->short_bias) & short_mask);
-			*out = (uint64_t)q * g->m + lead - bias;
-			r->reservoir = is_short ? after_short : after_long;
-			r->avail -= len - is_short;
+			kvs_golomb_take_(r, g, q, len, r->reservoir, out);
 			return KVS_OK;
 		}
 	}
