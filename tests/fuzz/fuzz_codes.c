@@ -6,7 +6,9 @@
  * Decoding runs until the first error. Checked: no load outside the
  * payload (ASan), an error never moves the position, a success advances it
  * by exactly the length of the value's canonical code, and re-encoding the
- * value gives back the very bits that were read.
+ * value gives back the very bits that were read. Golomb codes are also
+ * decoded with the decode table, in step on a second reader: same status,
+ * value and position.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,6 +21,19 @@
 static const uint64_t moduli[] = {
     1,         2, 3, 7, 8, 100, (1u << 20) + 1, 1ull << 32, (1ull << 63) + 1,
     UINT64_MAX};
+#define NMODULI (sizeof moduli / sizeof moduli[0])
+
+/* The decode table of each modulus, built on first use (16 KiB each). */
+static kvs_golomb_table *table_of(size_t i)
+{
+	static kvs_golomb_table tables[NMODULI];
+	static int built[NMODULI];
+	if (!built[i]) {
+		check(kvs_golomb_table_init(&tables[i], moduli[i]) == KVS_OK);
+		built[i] = 1;
+	}
+	return &tables[i];
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -38,10 +53,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int kind = sel >> 6; /* 0, 1: EG; 2: Golomb; 3: fixed */
 	unsigned k = sel & 63;
 	kvs_golomb g;
-	kvs_golomb_init(&g, moduli[k % (sizeof moduli / sizeof moduli[0])]);
+	kvs_golomb_init(&g, moduli[k % NMODULI]);
+	const kvs_golomb_table *table =
+	    kind == 2 ? table_of(k % NMODULI) : NULL;
 
-	kvs_bitreader r;
+	kvs_bitreader r, rt; /* rt: the table decoder's reader */
 	kvs_br_init(&r, buf, start, bits);
+	kvs_br_init(&rt, buf, start, bits);
 	for (;;) {
 		uint64_t before = kvs_br_position(&r), v = 0;
 		kvs_status st;
@@ -50,7 +68,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			st = kvs_get_eg(&r, k, &v);
 			expect_len = kvs_eg_length(v, k);
 		} else if (kind == 2) {
+			uint64_t tv = 0;
+			kvs_status tst =
+			    kvs_get_golomb_by_table(&rt, table, &tv);
 			st = kvs_get_golomb(&r, &g, &v);
+			check(tst == st && (st != KVS_OK || tv == v));
+			check(kvs_br_position(&rt) == kvs_br_position(&r));
 			expect_len = kvs_golomb_length(&g, v);
 		} else {
 			st = kvs_get_fixed(&r, k + 1, &v);
