@@ -1175,7 +1175,8 @@ static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
  * stream after the value. Its LCP with the previous key is found from the
  * stream before the key is stored. False (b unchanged) otherwise.
  */
-static bool tin_restart(tin *b, bool typed)
+static inline __attribute__((always_inline)) bool tin_restart(tin *b,
+                                                              bool typed)
 {
 	uint64_t pos = b->pos, len = b->len, d2, d3;
 	if (b->end - pos < 2 * BIT_SPARE)
@@ -1241,7 +1242,7 @@ static bool tin_restart(tin *b, bool typed)
  * with its LCP computed against a copy of the previous key; *live false
  * at the end. */
 static __attribute__((noinline)) kvs_status
-tin_next_slow(tfast *f, size_t i, bool *live, bool typed)
+tin_next_slow(tfast *f, size_t i, bool *live)
 {
 	tin *b = &f->in[i];
 	uint64_t used = b->granted - b->budget;
@@ -1250,13 +1251,6 @@ tin_next_slow(tfast *f, size_t i, bool *live, bool typed)
 	if (b->left == 0) {
 		*live = false;
 		b->budget = b->granted = 0;
-		return KVS_OK;
-	}
-	uint32_t ib = b->in_block + 1 == b->K ? 0 : b->in_block + 1;
-	if (ib == 0 && tin_restart(b, typed)) { /* the usual case */
-		b->in_block = 0;
-		b->left--;
-		tin_grant(b);
 		return KVS_OK;
 	}
 	merge *m = f->m;
@@ -1322,6 +1316,21 @@ tin_heads_lcp(const tin *a, const tin *b, int *cmp)
 	}
 	*cmp = a->len < b->len ? -1 : a->len > b->len;
 	return n;
+}
+
+/* The next record of b when its budget is spent and it is the usual
+ * restart (tin_restart), in line; false (b unchanged) otherwise. */
+static inline __attribute__((always_inline)) bool tin_next_restart(tin *b,
+                                                                   bool typed)
+{
+	uint64_t used = b->granted - b->budget;
+	if (b->left == used || b->in_block + used + 1 != b->K ||
+	    !tin_restart(b, typed))
+		return false;
+	b->left -= used + 1;
+	b->in_block = 0;
+	tin_grant(b);
+	return true;
 }
 
 /* Input records consumed so far (kvs_merge_stats.input_records). */
@@ -1554,7 +1563,8 @@ static uint32_t words_fence(const uint8_t *key, uint64_t bits, uint64_t skip)
 /* An output restart of the usual record, with room for it: its place in
  * the restart index and its fence (seg_writer_restart), its whole key,
  * its fields from 0. */
-static void tout_restart(tfast *f, const tin *b, bool typed)
+static inline __attribute__((always_inline)) void
+tout_restart(tfast *f, const tin *b, bool typed)
 {
 	kvs_writer *w = f->m->w;
 	tout *o = &f->o;
@@ -1589,9 +1599,9 @@ static void tout_restart(tfast *f, const tin *b, bool typed)
 		o->max_len = len;
 }
 
-/* An output restart, a flush or a long record; a progress call at each
- * restart. The usual restart in line, the others through the writer's
- * general path. */
+/* An output restart with a progress callback (a call at each), the
+ * buffer's end, or an unusual or long record: the usual restart by
+ * tout_restart, the others through the writer's general path. */
 static __attribute__((noinline)) kvs_status
 tout_put_slow(tfast *f, const tin *b, const bool *live, bool typed)
 {
@@ -1639,8 +1649,25 @@ tout_put(tfast *f, const tin *b, const bool *live, bool typed)
 	tout *o = &f->o;
 	if (__builtin_expect(o->budget == 0 || b->edge ||
 	                         b->len / 8 + b->vlen > BIT_REC,
-	                     0))
+	                     0)) {
+		/* the usual output restart in line when no progress is
+		 * reported (tout_put_slow) */
+		const kvs_writer *w = f->m->w;
+		uint64_t room = (uint64_t)(w->bw.buf + w->bw.cap - o->bw.p) /
+		                BIT_MAXREC;
+		if (o->until_restart == o->granted - o->budget && !b->edge &&
+		    b->len / 8 + b->vlen <= BIT_REC && room > 0 &&
+		    (size_t)(o->bw.p - w->bw.buf) < FAST_CHUNK &&
+		    !f->m->opt->progress) {
+			tout_restart(f, b, typed);
+			o->until_restart = o->K - 1;
+			room--;
+			o->granted = o->budget =
+			    o->until_restart < room ? o->until_restart : room;
+			return KVS_OK;
+		}
 		return tout_put_slow(f, b, live, typed);
+	}
 	tout_usual(o, b, typed);
 	o->budget--;
 	return KVS_OK;
@@ -1719,8 +1746,9 @@ merge_two_bits_with(merge *m, bool typed)
 	/* Moves input i on; an input's end (found out of line) ends the loop. */
 #define TFAST_ADVANCE(i)                                                     \
 	do {                                                                 \
-		if (!tin_next_fast(&f.in[i], typed)) {                       \
-			if ((st = tin_next_slow(&f, i, &live[i], typed)) != KVS_OK) \
+		if (!tin_next_fast(&f.in[i], typed) &&                       \
+		    !tin_next_restart(&f.in[i], typed)) {                    \
+			if ((st = tin_next_slow(&f, i, &live[i])) != KVS_OK) \
 				goto out;                                    \
 			ended |= !live[i];                                   \
 		}                                                            \
