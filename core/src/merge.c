@@ -1409,6 +1409,17 @@ tout_stream_bits(fast_bw *o, const uint8_t *s, uint64_t x, uint64_t n)
 	o->bits = rest;
 }
 
+/* tout_stream_bits for a field's bits, often few: up to 56 of them in
+ * one put. */
+static inline __attribute__((always_inline)) void
+tout_field_bits(fast_bw *o, const uint8_t *s, uint64_t x, uint64_t n)
+{
+	if (n > 56)
+		tout_stream_bits(o, s, x, n);
+	else if (n) /* within the 57 bits of one load */
+		fbw_put(o, bits57(s, x) >> (64 - n), (unsigned)n);
+}
+
 /* The EGk code of the zigzag difference of value from prev: *n bits. */
 static inline __attribute__((always_inline)) uint64_t
 eg_delta(uint64_t value, uint64_t prev, unsigned k, unsigned *n)
@@ -1418,23 +1429,32 @@ eg_delta(uint64_t value, uint64_t prev, unsigned k, unsigned *n)
 	return x;
 }
 
-/* The rest of a record field by field: the suffix from the key, the kind
- * bit, VALLEN and the value. */
-static void tout_fields(tout *o, const tin *b, bool typed)
+/* The kind bit, VALLEN and the value of a record (from the stream). */
+static inline __attribute__((always_inline)) void
+tout_tail(tout *o, const tin *b, bool typed)
 {
 	fast_bw *bw = &o->bw;
-	uint64_t lcp = b->lcp, len = b->len, vlen = b->vlen;
+	uint64_t vlen = b->vlen;
 	unsigned n3;
-	tout_key_bits(bw, b->key, lcp, len - lcp);
 	if (typed && b->tomb) {
 		fbw_put(bw, 0, 1);
 		o->tombstones++;
 	} else {
 		uint64_t x3 = eg_delta(vlen, o->fvlen, 0, &n3);
 		fbw_put(bw, (uint64_t)typed << n3 | x3, n3 + typed);
-		tout_stream_bits(bw, b->s, b->vpos, 8 * vlen);
+		tout_field_bits(bw, b->s, b->vpos, 8 * vlen);
 		o->fvlen = vlen;
 	}
+}
+
+/* The rest of a record field by field: the suffix from the key, then the
+ * tail (a record decoded out of line). */
+static void tout_fields(tout *o, const tin *b, bool typed)
+{
+	fast_bw *bw = &o->bw;
+	uint64_t lcp = b->lcp, len = b->len;
+	tout_key_bits(bw, b->key, lcp, len - lcp);
+	tout_tail(o, b, typed);
 }
 
 /* A record that is not a restart, with room for it: its key and value
@@ -1462,14 +1482,18 @@ tout_usual(tout *o, const tin *b, bool typed)
 	 * suffix is the end of the input's, and when the VALLEN code has the
 	 * same reference (or there is none) the bits after it are the same.
 	 */
-	if (b->inl && lcp >= b->flcp &&
-	    ((typed && b->tomb) || b->vref == o->fvlen)) {
+	if (b->inl && lcp >= b->flcp) {
 		uint64_t from = b->x + (lcp - b->flcp);
-		tout_stream_bits(bw, b->s, from, b->pos - from);
-		if (typed && b->tomb)
-			o->tombstones++;
-		else
-			o->fvlen = vlen;
+		if ((typed && b->tomb) || b->vref == o->fvlen) {
+			tout_stream_bits(bw, b->s, from, b->pos - from);
+			if (typed && b->tomb)
+				o->tombstones++;
+			else
+				o->fvlen = vlen;
+		} else { /* the suffix, then the fields after it anew */
+			tout_field_bits(bw, b->s, from, len - lcp);
+			tout_tail(o, b, typed);
+		}
 	} else {
 		tout_fields(o, b, typed);
 	}
@@ -1587,7 +1611,7 @@ tout_restart(tfast *f, const tin *b, bool typed)
 	} else {
 		uint64_t x3 = eg_delta(vlen, 0, 0, &n3);
 		fbw_put(bw, (uint64_t)typed << n3 | x3, n3 + typed);
-		tout_stream_bits(bw, b->s, b->vpos, 8 * vlen);
+		tout_field_bits(bw, b->s, b->vpos, 8 * vlen);
 		o->fvlen = vlen;
 	}
 	o->flcp = 0;
