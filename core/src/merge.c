@@ -983,13 +983,16 @@ typedef struct tin { /* one input */
 	                       * is len) */
 	uint64_t vpos, vlen; /* its value's first bit; its length in bytes */
 	bool tomb;           /* a tombstone */
-	bool edge;           /* fewer than BIT_SPARE bits after the value */
+	bool edge; /* fewer than BIT_SPARE bits after the value, or key and
+	            * value above BIT_REC bytes: written out of line */
 	/* Decoded in line: the key's bits from flcp (its LCP field, 0 at a
 	 * restart) lie in the stream from bit x, and the rest of the record
 	 * follows them up to pos; the VALLEN code is relative to vref. */
 	bool inl;
 	uint64_t x, vref;
 	uint64_t budget, granted, left, max_len;
+	uint64_t safe; /* below it, a record's codes and suffix lie in the
+	                * stream (end - max_len - 4 BIT_SPARE, or 0) */
 	uint32_t in_block, K;
 } tin;
 
@@ -1065,7 +1068,8 @@ static void tin_from_cursor(tin *b, const kvs_cursor *c)
 	b->vlen = c->value_len;
 	b->vpos = b->pos - 8 * b->vlen;
 	b->tomb = c->kind == KVS_KIND_TOMBSTONE;
-	b->edge = b->end - b->pos < BIT_SPARE;
+	b->edge = b->end - b->pos < BIT_SPARE ||
+	          b->len / 8 + b->vlen > BIT_REC;
 	b->inl = false;
 }
 
@@ -1081,6 +1085,9 @@ static void tin_load(tin *b, const kvs_cursor *c)
 	b->in_block = c->in_block;
 	b->K = s->restart_interval;
 	b->max_len = s->max_key_bits;
+	b->safe = b->end > b->max_len + 4 * BIT_SPARE
+	              ? b->end - b->max_len - 4 * BIT_SPARE
+	              : 0;
 	tin_grant(b);
 }
 
@@ -1096,8 +1103,10 @@ static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
                                                                 bool typed)
 {
 	uint64_t pos = b->pos, len = b->len;
-	/* the windows at pos and at the suffix lie in the stream */
-	if (b->budget == 0 || b->end - pos < 2 * BIT_SPARE)
+	/* the windows at pos, at the suffix and after it lie in the stream:
+	 * the codes before the suffix take at most 114 bits, the suffix at
+	 * most max_len */
+	if (b->budget == 0 || pos >= b->safe)
 		return false;
 	const uint8_t *s = b->s;
 	uint64_t w = bits57(s, pos), d1, d2 = 0;
@@ -1122,9 +1131,6 @@ static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
 	bool follows = (first >> 63) & ((lcp == len) | !((old << off) >> 63));
 	if (!follows)
 		return false;
-	/* the suffix's words and the window after it lie in the stream */
-	if (b->end - x < (klen - lcp) + 2 * BIT_SPARE)
-		return false;
 	uint64_t t = x + (klen - lcp); /* the kind bit, or VALLEN */
 	uint64_t w3 = bits57(s, t) << typed, d3 = 0;
 	bool tomb = typed && !(bits57(s, t) >> 63);
@@ -1140,7 +1146,9 @@ static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
 			return false;
 	}
 	uint64_t vpos = t + typed + n3;
-	if (b->end - vpos < 8 * vlen + BIT_SPARE) /* 8 * vlen <= 8 * BIT_REC */
+	/* 8 * vlen <= 8 * BIT_REC; a record above BIT_REC bytes is written
+	 * out of line (edge) */
+	if (b->end - vpos < 8 * vlen + BIT_SPARE || klen / 8 + vlen > BIT_REC)
 		return false;
 	/* the suffix into the key, in whole words */
 	uint64_t keep = ~(~(uint64_t)0 >> off);
@@ -1215,7 +1223,7 @@ static inline __attribute__((always_inline)) bool tin_restart(tin *b,
 			return false;
 	}
 	uint64_t vpos = t + typed + n3;
-	if (b->end - vpos < 8 * vlen + BIT_SPARE)
+	if (b->end - vpos < 8 * vlen + BIT_SPARE || klen / 8 + vlen > BIT_REC)
 		return false;
 	uint64_t last = (klen - 1) / 64;
 	for (uint64_t j = 0; j < last; j++)
@@ -1392,13 +1400,23 @@ tout_stream_bits(fast_bw *o, const uint8_t *s, uint64_t x, uint64_t n)
 	uint64_t wd = hi << d | (lo >> 1) >> (63 - d);
 	wd = (o->acc & keep) | (wd & ~keep);
 	uint8_t *p = o->p;
-	for (; total >= 64; total -= 64) {
+	for (; total >= 128; total -= 128) { /* two words a turn */
+		uint64_t lo2 = kvs_load_be64(q + 16), lo3 = kvs_load_be64(q + 24);
+		kvs_store_be64(p, wd);
+		kvs_store_be64(p + 8, lo << d | (lo2 >> 1) >> (63 - d));
+		p += 16;
+		q += 16;
+		lo = lo3;
+		wd = lo2 << d | (lo3 >> 1) >> (63 - d);
+	}
+	if (total >= 64) {
 		kvs_store_be64(p, wd);
 		p += 8;
 		q += 8;
 		hi = lo;
 		lo = kvs_load_be64(q + 8);
 		wd = hi << d | (lo >> 1) >> (63 - d);
+		total -= 64;
 	}
 	/* the last total (< 64) bits: whole bytes stored, the rest pending;
 	 * the bits past them are overwritten by the next store */
@@ -1635,8 +1653,7 @@ tout_put_slow(tfast *f, const tin *b, const bool *live, bool typed)
 	uint64_t until = o->until_restart - (o->granted - o->budget);
 	uint64_t room =
 	    (uint64_t)(w->bw.buf + w->bw.cap - o->bw.p) / BIT_MAXREC;
-	bool usual = until == 0 && !b->edge &&
-	             b->len / 8 + b->vlen <= BIT_REC && room > 0 &&
+	bool usual = until == 0 && !b->edge && room > 0 &&
 	             (size_t)(o->bw.p - w->bw.buf) < FAST_CHUNK;
 	if (!usual)
 		tout_sync(w, o);
@@ -1671,16 +1688,14 @@ static inline __attribute__((always_inline)) kvs_status
 tout_put(tfast *f, const tin *b, const bool *live, bool typed)
 {
 	tout *o = &f->o;
-	if (__builtin_expect(o->budget == 0 || b->edge ||
-	                         b->len / 8 + b->vlen > BIT_REC,
-	                     0)) {
+	if (__builtin_expect(o->budget == 0 || b->edge, 0)) {
 		/* the usual output restart in line when no progress is
 		 * reported (tout_put_slow) */
 		const kvs_writer *w = f->m->w;
 		uint64_t room = (uint64_t)(w->bw.buf + w->bw.cap - o->bw.p) /
 		                BIT_MAXREC;
 		if (o->until_restart == o->granted - o->budget && !b->edge &&
-		    b->len / 8 + b->vlen <= BIT_REC && room > 0 &&
+		    room > 0 &&
 		    (size_t)(o->bw.p - w->bw.buf) < FAST_CHUNK &&
 		    !f->m->opt->progress) {
 			tout_restart(f, b, typed);
