@@ -964,15 +964,16 @@ static kvs_status merge_two_bytes_fast(merge *m)
  * above: the inputs' and the output's state in one local struct, each
  * input's LCP with the last output key known, so the writer neither
  * compares keys nor copies the previous key. Records are decoded straight
- * from the stream with 64-bit windows (no reservoir), keys kept in whole
- * aligned words, and the output's bits put with the writer's register
- * path. Input restarts, unusual codes, the streams' last bits, output
- * restarts, flushes and long records go out of line (the cursor's decoder
- * and the writer's general path); each side counts down the records it
- * may take in line. FORMAT.md §6.2; the default codes are delta-EG2 for
- * LCP and delta-EG0 for KEYLEN and VALLEN.
+ * from the stream with 64-bit windows (no reservoir) and their keys kept
+ * in whole aligned words; the output is written with the writer's
+ * register path (fast_bw), most of each record as one copy of the input's
+ * bits (see tout_usual). The usual restarts of both sides are in line
+ * too; unusual codes, the streams' last bits, flushes, long records and,
+ * with a progress callback, output restarts go out of line (the cursor's
+ * decoder and the writer's general path). Each side counts down the
+ * records it may take in line. FORMAT.md §6.2; the default codes are
+ * delta-EG2 for LCP and delta-EG0 for KEYLEN and VALLEN.
  */
-
 
 #define BIT_MAXREC ((size_t)1024) /* output bytes of one record in line */
 #define BIT_REC (BIT_MAXREC - 128) /* key + value bytes in line */
@@ -1099,9 +1100,9 @@ static void tin_load(tin *b, const kvs_cursor *c)
  * The next record of b in the usual case: inside b's budget, no restart,
  * codes that lie in one 64-bit window each, a key of the input's bounds
  * that follows the previous key at its LCP field (a 1 there, where the
- * previous key has a 0 or ends: the LCP is whole and the key larger), and
- * BIT_SPARE bits of stream after the value. False (b unchanged)
- * otherwise. typed: the framing as a constant.
+ * previous key has a 0 or ends: the LCP is whole and the key larger), key
+ * and value within BIT_REC bytes, and BIT_SPARE bits of stream after the
+ * value. False (b unchanged) otherwise. typed: the framing as a constant.
  */
 static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
                                                                 bool typed)
@@ -1183,9 +1184,10 @@ static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
 /*
  * The next record of b when it is an input restart (its whole key, the
  * field states from 0), in the usual case: codes in one window each, a
- * key of the input's bounds above the previous one, BIT_SPARE bits of
- * stream after the value. Its LCP with the previous key is found from the
- * stream before the key is stored. False (b unchanged) otherwise.
+ * key of the input's bounds above the previous one, key and value within
+ * BIT_REC bytes, BIT_SPARE bits of stream after the value. Its LCP with
+ * the previous key is found from the stream before the key is stored.
+ * False (b unchanged) otherwise.
  */
 static inline __attribute__((always_inline)) bool tin_restart(tin *b,
                                                               bool typed)
