@@ -1400,30 +1400,20 @@ tout_stream_bits(fast_bw *o, const uint8_t *s, uint64_t x, uint64_t n)
 	}
 	uint64_t y = x - ob, total = ob + n;
 	const uint8_t *q = s + y / 8;
-	unsigned d = (unsigned)(y & 7);
+	unsigned d = (unsigned)(y & 7), e = 63 - d;
 	uint64_t keep = ~(~(uint64_t)0 >> ob); /* the pending bits */
-	uint64_t hi = kvs_load_be64(q), lo = kvs_load_be64(q + 8);
-	uint64_t wd = hi << d | (lo >> 1) >> (63 - d);
-	wd = (o->acc & keep) | (wd & ~keep);
+	/* word i is w[i] << d | w[i + 1] >> (64 - d), w[i] the 8 bytes at
+	 * q + 8i; each turn adds the second half and stores */
+	uint64_t wd = (o->acc & keep) | (kvs_load_be64(q) << d & ~keep);
 	uint8_t *p = o->p;
-	for (; total >= 128; total -= 128) { /* two words a turn */
-		uint64_t lo2 = kvs_load_be64(q + 16), lo3 = kvs_load_be64(q + 24);
-		kvs_store_be64(p, wd);
-		kvs_store_be64(p + 8, lo << d | (lo2 >> 1) >> (63 - d));
-		p += 16;
-		q += 16;
-		lo = lo3;
-		wd = lo2 << d | (lo3 >> 1) >> (63 - d);
-	}
-	if (total >= 64) {
-		kvs_store_be64(p, wd);
-		p += 8;
+	for (; total >= 64; total -= 64) {
 		q += 8;
-		hi = lo;
-		lo = kvs_load_be64(q + 8);
-		wd = hi << d | (lo >> 1) >> (63 - d);
-		total -= 64;
+		uint64_t next = kvs_load_be64(q);
+		kvs_store_be64(p, wd | (next >> 1) >> e);
+		p += 8;
+		wd = next << d;
 	}
+	wd |= (kvs_load_be64(q + 8) >> 1) >> e;
 	/* the last total (< 64) bits: whole bytes stored, the rest pending;
 	 * the bits past them are overwritten by the next store */
 	kvs_store_be64(p, wd);
