@@ -44,7 +44,7 @@ echo "== fuzz (60 s)"
 # clang for libFuzzer; -Dfuzz=true also puts the sanitizers everywhere.
 CC=clang configure build-fuzz --werror -Dfuzz=true -Dbench=disabled
 ninja -C build-fuzz tests/fuzz/fuzz_segment tests/fuzz/fuzz_segment_seeds \
-	tests/fuzz/fuzz_catalog tests/fuzz/fuzz_names
+	tests/fuzz/fuzz_merge tests/fuzz/fuzz_catalog tests/fuzz/fuzz_names
 mkdir -p build-fuzz/fuzz-artifacts
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
@@ -66,9 +66,13 @@ fuzz() {
 		"$log" || true
 }
 
-mkdir -p "$corpus/segment" "$corpus/catalog"
+mkdir -p "$corpus/segment" "$corpus/merge" "$corpus/catalog"
 build-fuzz/tests/fuzz/fuzz_segment_seeds "$corpus/segment"
+cp "$corpus/segment"/* "$corpus/merge"
 fuzz fuzz_segment 60 "$corpus/segment"
+
+echo "== fuzz the merge's decoders with segment files (20 s)"
+fuzz fuzz_merge 20 "$corpus/merge"
 
 echo "== fuzz the catalog parser (20 s)"
 fuzz fuzz_catalog 20 "$corpus/catalog"
@@ -76,4 +80,4 @@ fuzz fuzz_catalog 20 "$corpus/catalog"
 echo "== fuzz segfs's name mapping (10 s)"
 fuzz fuzz_names 10
 
-echo "== all tests passed (release, ASan+UBSan and TSan builds, 90 s of fuzzing)"
+echo "== all tests passed (release, ASan+UBSan and TSan builds, 110 s of fuzzing)"

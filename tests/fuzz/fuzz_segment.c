@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvseg/crc32c.h"
 #include "kvseg/segment.h"
 
+#include "fuzz_crcs.h"
 #include "fuzz_util.h"
 
 #define MAX_WALK  (1u << 20) /* records walked per input */
@@ -242,33 +242,6 @@ static void exercise(const uint8_t *buf, size_t size, const uint8_t *data)
 	kvs_segment_unref(s);
 }
 
-static uint32_t load_le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static void store_le32(uint8_t *p, uint32_t v)
-{
-	for (int k = 0; k < 4; k++)
-		p[k] = (uint8_t)(v >> (8 * k));
-}
-
-/* Recomputes the body and header CRC32Cs in place; false when the
- * directory does not fit. */
-static bool fix_crcs(uint8_t *f, size_t size)
-{
-	if (size < 128)
-		return false;
-	uint64_t dir_end = 128 + 32 * (uint64_t)load_le32(f + 52);
-	if (dir_end > size)
-		return false;
-	store_le32(f + 120, kvs_crc32c(0, f + dir_end, size - (size_t)dir_end));
-	uint32_t h = kvs_crc32c(0, f, 124);
-	store_le32(f + 124, kvs_crc32c(h, f + 128, (size_t)dir_end - 128));
-	return true;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	/* An exact-size heap copy, so reading past the end is caught. */
@@ -277,7 +250,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	exercise(buf, size, data);
 	memcpy(buf, data, size);
-	if (fix_crcs(buf, size) && memcmp(buf, data, size) != 0)
+	if (fuzz_fix_crcs(buf, size) && memcmp(buf, data, size) != 0)
 		exercise(buf, size, data);
 	free(buf);
 	return 0;
