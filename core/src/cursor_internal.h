@@ -46,7 +46,7 @@ static inline kvs_status byte_header(const uint8_t **p, const uint8_t *end,
 			return st;
 		if (z == 0) /* "changed" by nothing: not canonical */
 			return KVS_E_CORRUPT;
-		*len = prev_len + ((z >> 1) ^ (uint64_t)-(int64_t)(z & 1));
+		*len = seg_unzigzag(prev_len, z);
 	}
 	if (*lcp > prev_len || *len > max_key || *len < *lcp)
 		return KVS_E_CORRUPT;

@@ -986,7 +986,7 @@ typedef struct tin { /* one input */
 	uint64_t len, lcp;  /* its bits; its LCP with the last output key */
 	uint64_t flcp, fvlen; /* LCP and VALLEN field states after it (KEYLEN's
 	                       * is len) */
-	uint64_t vpos, vlen; /* its value's first bit; its length in bytes */
+	uint64_t vlen;       /* its value's length in bytes (it ends at pos) */
 	bool tomb;           /* a tombstone */
 	bool edge; /* fewer than BIT_SPARE bits after the value, or key and
 	            * value above BIT_REC bytes: written out of line */
@@ -1049,11 +1049,6 @@ eg_window(uint64_t w, unsigned valid, unsigned k, uint64_t *v)
 	return n;
 }
 
-static inline uint64_t unzigzag(uint64_t prev, uint64_t z)
-{
-	return prev + ((z >> 1) ^ (uint64_t)-(int64_t)(z & 1));
-}
-
 /* Records b may take in line from here: up to its next restart and its
  * last record. */
 static void tin_grant(tin *b)
@@ -1071,7 +1066,6 @@ static void tin_from_cursor(tin *b, const kvs_cursor *c)
 	b->flcp = c->prev_lcp;
 	b->fvlen = c->prev_vallen;
 	b->vlen = c->value_len;
-	b->vpos = b->pos - 8 * b->vlen;
 	b->tomb = c->kind == KVS_KIND_TOMBSTONE;
 	b->edge = b->end - b->pos < BIT_SPARE ||
 	          b->len / 8 + b->vlen > BIT_REC;
@@ -1094,6 +1088,65 @@ static void tin_load(tin *b, const kvs_cursor *c)
 	              ? b->end - b->max_len - 4 * BIT_SPARE
 	              : 0;
 	tin_grant(b);
+}
+
+/* The first bit of b's value. */
+static inline uint64_t tin_vpos(const tin *b)
+{
+	return b->pos - 8 * b->vlen;
+}
+
+/*
+ * The rest of a record decoded in line, from bit t on: the kind bit
+ * (typed), VALLEN relative to vref, the value. False when the code does
+ * not lie in one window or the record does not fit the loop (key and
+ * value above BIT_REC bytes, written out of line; fewer than BIT_SPARE
+ * bits of stream after it).
+ */
+static inline __attribute__((always_inline)) bool
+tin_tail(const tin *b, uint64_t t, uint64_t klen, uint64_t vref, bool typed,
+         bool *tomb, uint64_t *vlen, uint64_t *end)
+{
+	uint64_t w3 = bits57(b->s, t), d3 = 0, v = 0;
+	bool tb = typed && !(w3 >> 63);
+	unsigned n3 = 0;
+	w3 <<= typed;
+	if (!tb && (w3 >> 63)) { /* the length unchanged: the code 1 */
+		n3 = 1;
+		v = vref;
+	} else if (!tb) {
+		n3 = eg_window(w3, 57 - typed, 0, &d3);
+		v = seg_unzigzag(vref, d3);
+		if (n3 == 0 || v > BIT_REC)
+			return false;
+	}
+	uint64_t vpos = t + typed + n3; /* 8 * v <= 8 * BIT_REC */
+	if (b->end - vpos < 8 * v + BIT_SPARE || klen / 8 + v > BIT_REC)
+		return false;
+	*tomb = tb;
+	*vlen = v;
+	*end = vpos + 8 * v;
+	return true;
+}
+
+/* b's state after a record decoded in line (see tin): its key's bits from
+ * flcp lie in the stream from bit x. */
+static inline __attribute__((always_inline)) void
+tin_set(tin *b, uint64_t klen, uint64_t lcp, uint64_t flcp, uint64_t x,
+        bool tomb, uint64_t vlen, uint64_t end)
+{
+	b->len = klen;
+	b->lcp = lcp;
+	b->flcp = flcp;
+	b->inl = true;
+	b->edge = false;
+	b->x = x;
+	b->vref = b->fvlen;
+	if (!tomb)
+		b->fvlen = vlen;
+	b->vlen = vlen;
+	b->tomb = tomb;
+	b->pos = end;
 }
 
 /*
@@ -1123,7 +1176,7 @@ static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
 	    (n2 = eg_window(w << n1, 57 - n1, 0, &d2)) == 0)
 		return false;
 	/* KEYLEN's previous value is the key's length */
-	uint64_t lcp = unzigzag(b->flcp, d1), klen = unzigzag(len, d2);
+	uint64_t lcp = seg_unzigzag(b->flcp, d1), klen = seg_unzigzag(len, d2);
 	/* klen > lcp: the new key has a bit at lcp */
 	if (lcp > len || klen <= lcp || klen > b->max_len)
 		return false;
@@ -1136,24 +1189,10 @@ static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
 	bool follows = (first >> 63) & ((lcp == len) | !((old << off) >> 63));
 	if (!follows)
 		return false;
-	uint64_t t = x + (klen - lcp); /* the kind bit, or VALLEN */
-	uint64_t w3 = bits57(s, t) << typed, d3 = 0;
-	bool tomb = typed && !(bits57(s, t) >> 63);
-	unsigned n3 = 0;
-	uint64_t vlen = 0;
-	if (!tomb && (w3 >> 63)) { /* the length unchanged: the code 1 */
-		n3 = 1;
-		vlen = b->fvlen;
-	} else if (!tomb) {
-		n3 = eg_window(w3, 57 - typed, 0, &d3);
-		vlen = unzigzag(b->fvlen, d3);
-		if (n3 == 0 || vlen > BIT_REC)
-			return false;
-	}
-	uint64_t vpos = t + typed + n3;
-	/* 8 * vlen <= 8 * BIT_REC; a record above BIT_REC bytes is written
-	 * out of line (edge) */
-	if (b->end - vpos < 8 * vlen + BIT_SPARE || klen / 8 + vlen > BIT_REC)
+	bool tomb;
+	uint64_t vlen, end;
+	if (!tin_tail(b, x + (klen - lcp), klen, b->fvlen, typed, &tomb, &vlen,
+	              &end))
 		return false;
 	/* the suffix into the key, in whole words */
 	uint64_t keep = ~(~(uint64_t)0 >> off);
@@ -1165,18 +1204,7 @@ static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
 	}
 	unsigned valid = (unsigned)(klen - 64 * j); /* 1..64 */
 	kvs_store_be64(b->key + 8 * j, word & (~(uint64_t)0 << (64 - valid)));
-	b->len = klen;
-	b->lcp = lcp;
-	b->flcp = lcp;
-	b->inl = true;
-	b->x = x;
-	b->vref = b->fvlen;
-	if (!tomb)
-		b->fvlen = vlen;
-	b->vlen = vlen;
-	b->vpos = vpos;
-	b->tomb = tomb;
-	b->pos = vpos + 8 * vlen;
+	tin_set(b, klen, lcp, lcp, x, tomb, vlen, end);
 	b->budget--;
 	return true;
 }
@@ -1192,12 +1220,12 @@ static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
 static inline __attribute__((always_inline)) bool tin_restart(tin *b,
                                                               bool typed)
 {
-	uint64_t pos = b->pos, len = b->len, d2, d3;
+	uint64_t pos = b->pos, len = b->len, d2;
 	if (b->end - pos < 2 * BIT_SPARE)
 		return false;
 	const uint8_t *s = b->s;
 	unsigned n2 = eg_window(bits64(s, pos), 64, 0, &d2);
-	uint64_t klen = unzigzag(0, d2), x = pos + n2;
+	uint64_t klen = seg_unzigzag(0, d2), x = pos + n2;
 	if (n2 == 0 || klen == 0 || klen > b->max_len ||
 	    b->end - x < klen + 2 * BIT_SPARE)
 		return false;
@@ -1219,17 +1247,9 @@ static inline __attribute__((always_inline)) bool tin_restart(tin *b,
 	}
 	if (cmp <= 0)
 		return false;
-	uint64_t t = x + klen, w3 = bits64(s, t), vlen = 0;
-	bool tomb = typed && !(w3 >> 63);
-	unsigned n3 = 0;
-	if (!tomb) {
-		n3 = eg_window(w3 << typed, 64 - typed, 0, &d3);
-		vlen = unzigzag(0, d3);
-		if (n3 == 0 || vlen > BIT_REC)
-			return false;
-	}
-	uint64_t vpos = t + typed + n3;
-	if (b->end - vpos < 8 * vlen + BIT_SPARE || klen / 8 + vlen > BIT_REC)
+	bool tomb;
+	uint64_t vlen, end;
+	if (!tin_tail(b, x + klen, klen, 0, typed, &tomb, &vlen, &end))
 		return false;
 	uint64_t last = (klen - 1) / 64;
 	for (uint64_t j = 0; j < last; j++)
@@ -1237,18 +1257,8 @@ static inline __attribute__((always_inline)) bool tin_restart(tin *b,
 	unsigned valid = (unsigned)(klen - 64 * last); /* 1..64 */
 	kvs_store_be64(b->key + 8 * last, bits64(s, x + 64 * last) &
 	                                      (~(uint64_t)0 << (64 - valid)));
-	b->len = klen;
-	b->lcp = lcp;
-	b->flcp = 0;
-	b->fvlen = vlen; /* 0 for a tombstone: reset at the restart */
-	b->vlen = vlen;
-	b->vpos = vpos;
-	b->tomb = tomb;
-	b->edge = false;
-	b->inl = true;
-	b->x = x;
-	b->vref = 0;
-	b->pos = vpos + 8 * vlen;
+	b->fvlen = 0; /* the field states restart from 0 */
+	tin_set(b, klen, lcp, 0, x, tomb, vlen, end);
 	return true;
 }
 
@@ -1434,15 +1444,6 @@ tout_field_bits(fast_bw *o, const uint8_t *s, uint64_t x, uint64_t n)
 		fbw_put(o, bits57(s, x) >> (64 - n), (unsigned)n);
 }
 
-/* The EGk code of the zigzag difference of value from prev: *n bits. */
-static inline __attribute__((always_inline)) uint64_t
-eg_delta(uint64_t value, uint64_t prev, unsigned k, unsigned *n)
-{
-	uint64_t x = seg_zigzag(value, prev) + ((uint64_t)1 << k);
-	*n = 2 * (64 - (unsigned)__builtin_clzll(x)) - k - 1;
-	return x;
-}
-
 /* The kind bit, VALLEN and the value of a record (from the stream). */
 static inline __attribute__((always_inline)) void
 tout_tail(tout *o, const tin *b, bool typed)
@@ -1454,9 +1455,9 @@ tout_tail(tout *o, const tin *b, bool typed)
 		fbw_put(bw, 0, 1);
 		o->tombstones++;
 	} else {
-		uint64_t x3 = eg_delta(vlen, o->fvlen, 0, &n3);
+		uint64_t x3 = seg_eg_code(seg_zigzag(vlen, o->fvlen), 0, &n3);
 		fbw_put(bw, (uint64_t)typed << n3 | x3, n3 + typed);
-		tout_field_bits(bw, b->s, b->vpos, 8 * vlen);
+		tout_field_bits(bw, b->s, tin_vpos(b), 8 * vlen);
 		o->fvlen = vlen;
 	}
 }
@@ -1479,10 +1480,10 @@ tout_usual(tout *o, const tin *b, bool typed)
 	fast_bw *bw = &o->bw;
 	uint64_t lcp = b->lcp, len = b->len, vlen = b->vlen;
 	unsigned n1, n2;
-	uint64_t x1 = eg_delta(lcp, o->flcp, 2, &n1), x2 = 1;
+	uint64_t x1 = seg_eg_code(seg_zigzag(lcp, o->flcp), 2, &n1), x2 = 1;
 	n2 = 1; /* usually the key's length is unchanged: the code 1 */
 	if (len != o->prev_len)
-		x2 = eg_delta(len, o->prev_len, 0, &n2);
+		x2 = seg_eg_code(seg_zigzag(len, o->prev_len), 0, &n2);
 	if (n1 + n2 <= 56) {
 		fbw_put(bw, x1 << n2 | x2, n1 + n2);
 	} else {
@@ -1598,15 +1599,20 @@ static uint32_t words_fence(const uint8_t *key, uint64_t bits, uint64_t skip)
 	return f;
 }
 
-/* An output restart of the usual record, with room for it: its place in
- * the restart index and its fence (seg_writer_restart), its whole key,
- * its fields from 0. */
-static inline __attribute__((always_inline)) void
-tout_restart(tfast *f, const tin *b, bool typed)
+/* An output restart, when b is the usual record and the buffer has room
+ * for it: its place in the restart index and its fence
+ * (seg_writer_restart), its whole key, its fields from 0, and the next
+ * budget; false (nothing done) otherwise. */
+static inline __attribute__((always_inline)) bool
+tout_try_restart(tfast *f, const tin *b, bool typed)
 {
 	kvs_writer *w = f->m->w;
 	tout *o = &f->o;
 	fast_bw *bw = &o->bw;
+	uint64_t room = (uint64_t)(w->bw.buf + w->bw.cap - bw->p) / BIT_MAXREC;
+	if (o->until_restart != o->granted - o->budget || b->edge ||
+	    room == 0 || (size_t)(bw->p - w->bw.buf) >= FAST_CHUNK)
+		return false;
 	uint64_t len = b->len, vlen = b->vlen;
 	uint64_t at = words_lcp(f->first, f->first_len, b->key, len);
 	size_t j = w->restarts_len++; /* room: tfast_setup */
@@ -1615,7 +1621,7 @@ tout_restart(tfast *f, const tin *b, bool typed)
 	w->fence_skip[j] = at;
 	w->fence_win[j] = words_fence(b->key, len, at);
 	unsigned n2, n3;
-	uint64_t x2 = eg_delta(len, 0, 0, &n2);
+	uint64_t x2 = seg_eg_code(seg_zigzag(len, 0), 0, &n2);
 	fbw_put(bw, x2, n2);
 	tout_key_bits(bw, b->key, 0, len);
 	if (typed && b->tomb) {
@@ -1623,9 +1629,9 @@ tout_restart(tfast *f, const tin *b, bool typed)
 		o->tombstones++;
 		o->fvlen = 0;
 	} else {
-		uint64_t x3 = eg_delta(vlen, 0, 0, &n3);
+		uint64_t x3 = seg_eg_code(seg_zigzag(vlen, 0), 0, &n3);
 		fbw_put(bw, (uint64_t)typed << n3 | x3, n3 + typed);
-		tout_field_bits(bw, b->s, b->vpos, 8 * vlen);
+		tout_field_bits(bw, b->s, tin_vpos(b), 8 * vlen);
 		o->fvlen = vlen;
 	}
 	o->flcp = 0;
@@ -1635,6 +1641,11 @@ tout_restart(tfast *f, const tin *b, bool typed)
 	o->value_bytes += vlen;
 	if (len > o->max_len)
 		o->max_len = len;
+	o->until_restart = o->K - 1;
+	room--;
+	o->granted = o->budget =
+	    o->until_restart < room ? o->until_restart : room;
+	return true;
 }
 
 /* An output restart with a progress callback (a call at each), the
@@ -1647,12 +1658,6 @@ tout_put_slow(tfast *f, const tin *b, const bool *live, bool typed)
 	kvs_writer *w = m->w;
 	tout *o = &f->o;
 	uint64_t until = o->until_restart - (o->granted - o->budget);
-	uint64_t room =
-	    (uint64_t)(w->bw.buf + w->bw.cap - o->bw.p) / BIT_MAXREC;
-	bool usual = until == 0 && !b->edge && room > 0 &&
-	             (size_t)(o->bw.p - w->bw.buf) < FAST_CHUNK;
-	if (!usual)
-		tout_sync(w, o);
 	uint64_t consumed;
 	if (until == 0 && m->opt->progress &&
 	    (consumed = tfast_consumed(f, live)) >= m->next_progress) {
@@ -1663,17 +1668,12 @@ tout_put_slow(tfast *f, const tin *b, const bool *live, bool typed)
 			                     " of %" PRIu64 " input records",
 			                     consumed, m->total);
 	}
-	if (usual) {
-		tout_restart(f, b, typed);
-		o->until_restart = o->K - 1;
-		room--;
-		o->granted = o->budget =
-		    o->until_restart < room ? o->until_restart : room;
+	if (tout_try_restart(f, b, typed))
 		return KVS_OK;
-	}
+	tout_sync(w, o);
 	kvs_status st = seg_writer_add_read(
 	    w, b->key, b->len, b->tomb ? KVS_KIND_TOMBSTONE : KVS_KIND_VALUE,
-	    b->s + b->vpos / 8, (unsigned)(b->vpos & 7), (size_t)b->vlen,
+	    b->s + tin_vpos(b) / 8, (unsigned)(tin_vpos(b) & 7), (size_t)b->vlen,
 	    KVS_PROFILE_BIT, seg_default_fields, b->lcp, m->err);
 	if (st != KVS_OK)
 		return st;
@@ -1685,22 +1685,10 @@ tout_put(tfast *f, const tin *b, const bool *live, bool typed)
 {
 	tout *o = &f->o;
 	if (__builtin_expect(o->budget == 0 || b->edge, 0)) {
-		/* the usual output restart in line when no progress is
+		/* the usual output restart in line, unless progress is
 		 * reported (tout_put_slow) */
-		const kvs_writer *w = f->m->w;
-		uint64_t room = (uint64_t)(w->bw.buf + w->bw.cap - o->bw.p) /
-		                BIT_MAXREC;
-		if (o->until_restart == o->granted - o->budget && !b->edge &&
-		    room > 0 &&
-		    (size_t)(o->bw.p - w->bw.buf) < FAST_CHUNK &&
-		    !f->m->opt->progress) {
-			tout_restart(f, b, typed);
-			o->until_restart = o->K - 1;
-			room--;
-			o->granted = o->budget =
-			    o->until_restart < room ? o->until_restart : room;
+		if (!f->m->opt->progress && tout_try_restart(f, b, typed))
 			return KVS_OK;
-		}
 		return tout_put_slow(f, b, live, typed);
 	}
 	tout_usual(o, b, typed);

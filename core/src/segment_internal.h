@@ -84,6 +84,21 @@ static inline uint64_t seg_zigzag(uint64_t value, uint64_t prev)
 	return ((uint64_t)d << 1) ^ (uint64_t)(d >> 63);
 }
 
+/* The inverse: prev plus the difference z encodes, modulo 2^64. */
+static inline uint64_t seg_unzigzag(uint64_t prev, uint64_t z)
+{
+	return prev + ((z >> 1) ^ (uint64_t)-(int64_t)(z & 1));
+}
+
+/* The EGk code (FORMAT.md §3.1) of v < 2^31, k < 31: the code read as an
+ * integer (below 2^32), and its length in *n (1..63). */
+static inline uint64_t seg_eg_code(uint64_t v, unsigned k, unsigned *n)
+{
+	uint64_t x = v + ((uint64_t)1 << k);
+	*n = 2 * (64 - (unsigned)__builtin_clzll(x)) - k - 1;
+	return x;
+}
+
 /* Decodes one field; the result must be <= bound. Always inline, so the
  * caller's reader stays in registers. */
 static inline __attribute__((always_inline)) kvs_status seg_field_get(kvs_bitreader *r, const seg_field *f,
@@ -106,7 +121,7 @@ static inline __attribute__((always_inline)) kvs_status seg_field_get(kvs_bitrea
 	if (st != KVS_OK)
 		return st;
 	if (f->spec.delta) /* prev + unzigzag(v), modulo 2^64; see FORMAT */
-		v = prev + ((v >> 1) ^ (uint64_t)-(int64_t)(v & 1));
+		v = seg_unzigzag(prev, v);
 	if (v > bound)
 		return KVS_E_CORRUPT;
 	*out = v;
@@ -136,9 +151,9 @@ static inline kvs_status seg_field_put(kvs_bitwriter *w, const seg_field *f,
 	uint64_t v = f->spec.delta ? seg_zigzag(value, prev) : value;
 	unsigned k = f->spec.param;
 	if (f->spec.kind == KVS_CODE_EG && k < 31 && v < ((uint64_t)1 << 31)) {
-		uint64_t x = v + ((uint64_t)1 << k); /* below 2^32 */
-		unsigned bits = 64 - (unsigned)__builtin_clzll(x);
-		return kvs_bw_put(w, x, 2 * bits - k - 1);
+		unsigned n;
+		uint64_t x = seg_eg_code(v, k, &n);
+		return kvs_bw_put(w, x, n);
 	}
 	return seg_field_put_slow(w, f, v);
 }

@@ -304,9 +304,7 @@ fbw_eg_code(const seg_field *f, uint64_t value, uint64_t prev, uint64_t *x,
 	unsigned k = f->spec.param;
 	if (f->spec.kind != KVS_CODE_EG || k >= 31 || v >= ((uint64_t)1 << 31))
 		return false;
-	*x = v + ((uint64_t)1 << k); /* below 2^32 */
-	unsigned bits = 64 - (unsigned)__builtin_clzll(*x);
-	*n = 2 * bits - k - 1;
+	*x = seg_eg_code(v, k, n);
 	return true;
 }
 
@@ -319,9 +317,9 @@ fbw_field(kvs_writer *w, fast_bw *b, const seg_field *f, kvs_field which,
 	uint64_t v = f->spec.delta ? seg_zigzag(value, prev) : value;
 	unsigned k = f->spec.param;
 	if (f->spec.kind == KVS_CODE_EG && k < 31 && v < ((uint64_t)1 << 31)) {
-		uint64_t x = v + ((uint64_t)1 << k); /* below 2^32 */
-		unsigned bits = 64 - (unsigned)__builtin_clzll(x);
-		fbw_put_any(b, x, 2 * bits - k - 1);
+		unsigned n;
+		uint64_t x = seg_eg_code(v, k, &n);
+		fbw_put_any(b, x, n);
 		return KVS_OK;
 	}
 	fbw_store(&w->bw, b);
