@@ -1884,6 +1884,15 @@ static void corrupt_free(corrupt_fixture *f, const char *in_dir)
 	uni_free(&f->u);
 }
 
+/* The case directory of a corrupt-input test, its inputs' and outputs'. */
+static void corrupt_dirs(const char *name, char *in_dir, char *out_dir)
+{
+	char base[PATH_MAX];
+	make_case_dirs(base, name);
+	path_join(in_dir, base, "in");
+	path_join(out_dir, base, "out");
+}
+
 /* A changed byte in an input's record stream: the merge may fail (with a
  * message, leaving nothing) or, if the change decodes to valid records,
  * succeed with an output that verifies. */
@@ -1891,10 +1900,8 @@ static void test_corrupt_input(void **state)
 {
 	(void)state;
 	test_rng r = test_rng_for(g_seed, 9);
-	char base[PATH_MAX], in_dir[PATH_MAX], out_dir[PATH_MAX];
-	make_case_dirs(base, "corrupt_input");
-	path_join(in_dir, base, "in");
-	path_join(out_dir, base, "out");
+	char in_dir[PATH_MAX], out_dir[PATH_MAX];
+	corrupt_dirs("corrupt_input", in_dir, out_dir);
 	unsigned failed = 0, tries = 0;
 	for (unsigned m = 0; m < NMODES; m++) {
 		/* two inputs (their own path) and three; the last is hit */
@@ -1935,10 +1942,8 @@ static void test_corrupt_two_inputs(void **state)
 {
 	(void)state;
 	test_rng r = test_rng_for(g_seed, 10);
-	char base[PATH_MAX], in_dir[PATH_MAX], out_dir[PATH_MAX];
-	make_case_dirs(base, "corrupt_two_inputs");
-	path_join(in_dir, base, "in");
-	path_join(out_dir, base, "out");
+	char in_dir[PATH_MAX], out_dir[PATH_MAX];
+	corrupt_dirs("corrupt_two_inputs", in_dir, out_dir);
 	unsigned failed = 0, tries = 0;
 	for (unsigned m = 0; m < NMODES; m++) {
 		for (size_t c = 0; c < 2; c++) {
