@@ -475,10 +475,26 @@ static void bin_load(bin *b, const kvs_cursor *c)
 }
 
 /*
+ * A value header of one or two bytes (a value below 16 KiB) from q, which
+ * has two readable bytes: its length in bytes, or 0 for a longer or
+ * overlong varint, left to decode_byte. FORMAT.md §3.4.
+ */
+static inline __attribute__((always_inline)) unsigned
+bin_vh(const uint8_t *q, uint64_t *v)
+{
+	unsigned x = q[0], y = q[1];
+	*v = x;
+	if (x < 0x80)
+		return 1;
+	*v = (x & 0x7f) | (uint64_t)y << 7;
+	return y - 1u < 0x7f ? 2 : 0; /* 1..0x7f: neither 0 nor continued */
+}
+
+/*
  * The next record of b in the usual case: inside b's budget, a one-byte
  * header with the key's length unchanged, a suffix whose first byte is
  * above the previous key's (so the LCP is whole and the key larger), a
- * one-byte value header if any, and 16 bytes of stream to spare after the
+ * one- or two-byte value header if any, and 16 bytes of stream to spare after the
  * value (and room for a record of the previous lengths and 64 bytes more,
  * which covers the header, the suffix's words and the value header). False
  * (b unchanged) otherwise. typed is b->typed as a constant. FORMAT.md §6.1.
@@ -499,12 +515,13 @@ static inline __attribute__((always_inline)) bool bin_next_fast(bin *b,
 	if (s[0] <= b->key[lcp])
 		return false;
 	if (h & 1) {
-		unsigned v = q[0];
-		if (v >= 0x80 || v == vh)
+		uint64_t v;
+		unsigned n = bin_vh(q, &v);
+		if (n == 0 || v == vh)
 			return false;
 		vh = v;
 		vlen = typed ? (v ? v - 1 : 0) : v;
-		q++;
+		q += n;
 		if (vlen + 16 > (uint64_t)(b->end - q))
 			return false;
 	}
@@ -527,9 +544,9 @@ static inline __attribute__((always_inline)) bool bin_next_fast(bin *b,
 
 /*
  * The next record of b when it is an input restart (FORMAT.md §6.1: the
- * whole key, then the value header), in the usual case: one-byte varints,
- * a key of the input's bounds above the previous one, 16 bytes of stream
- * to spare. Its LCP with the previous key is found from the stream before
+ * whole key, then the value header), in the usual case: a one-byte key
+ * length, a value header of one or two bytes, a key of the input's bounds
+ * above the previous one, 16 bytes of stream to spare. Its LCP with the previous key is found from the stream before
  * the key is stored, in whole words. False (b unchanged) otherwise.
  */
 static bool bin_restart(bin *b, uint64_t max_len)
@@ -538,17 +555,17 @@ static bool bin_restart(bin *b, uint64_t max_len)
 	uint64_t avail = (uint64_t)(b->end - p);
 	if (avail < 32 || p[0] >= 0x80)
 		return false;
-	uint64_t len = p[0];
+	uint64_t len = p[0], vh;
 	const uint8_t *k = p + 1, *q = k + len;
-	if (len > max_len || len + 32 > avail || q[0] >= 0x80)
+	unsigned n;
+	if (len > max_len || len + 32 > avail || (n = bin_vh(q, &vh)) == 0)
 		return false;
 	int cmp;
 	uint64_t lcp = key_lcp_bits(k, len, b->key, b->len, &cmp) / 8;
 	if (cmp <= 0)
 		return false;
-	uint64_t vh = q[0];
 	uint64_t vlen = b->typed ? (vh ? vh - 1 : 0) : vh;
-	q++;
+	q += n;
 	if (vlen + 16 > (uint64_t)(b->end - q))
 		return false;
 	for (uint64_t i = 0; i < len; i += 8)
