@@ -1013,8 +1013,9 @@ typedef struct tin { /* one input */
 	bool inl;
 	uint64_t x, vref;
 	uint64_t budget, granted, left, max_len;
-	uint64_t safe; /* below it, a record's codes and suffix lie in the
-	                * stream (end - max_len - 4 BIT_SPARE, or 0) */
+	uint64_t safe; /* below it, a record with key and value within
+	                * BIT_REC bytes lies in the stream, with BIT_SPARE
+	                * bits after it (see tin_next_fast), or 0 */
 	uint32_t in_block, K;
 } tin;
 
@@ -1101,9 +1102,8 @@ static void tin_load(tin *b, const kvs_cursor *c)
 	b->in_block = c->in_block;
 	b->K = s->restart_interval;
 	b->max_len = s->max_key_bits;
-	b->safe = b->end > b->max_len + 4 * BIT_SPARE
-	              ? b->end - b->max_len - 4 * BIT_SPARE
-	              : 0;
+	uint64_t room = b->max_len + 4 * BIT_SPARE + 8 * BIT_REC;
+	b->safe = b->end > room ? b->end - room : 0;
 	tin_grant(b);
 }
 
@@ -1118,11 +1118,12 @@ static inline uint64_t tin_vpos(const tin *b)
  * (typed), VALLEN relative to vref, the value. False when the code does
  * not lie in one window or the record does not fit the loop (key and
  * value above BIT_REC bytes, written out of line; fewer than BIT_SPARE
- * bits of stream after it).
+ * bits of stream after it, which need not be checked when the record
+ * began below b->safe: `bounded`, a constant).
  */
 static inline __attribute__((always_inline)) bool
 tin_tail(const tin *b, uint64_t t, uint64_t klen, uint64_t vref, bool typed,
-         bool *tomb, uint64_t *vlen, uint64_t *end)
+         bool bounded, bool *tomb, uint64_t *vlen, uint64_t *end)
 {
 	uint64_t w3 = bits57(b->s, t), d3 = 0, v = 0;
 	bool tb = typed && !(w3 >> 63);
@@ -1138,7 +1139,8 @@ tin_tail(const tin *b, uint64_t t, uint64_t klen, uint64_t vref, bool typed,
 			return false;
 	}
 	uint64_t vpos = t + typed + n3; /* 8 * v <= 8 * BIT_REC */
-	if (b->end - vpos < 8 * v + BIT_SPARE || klen / 8 + v > BIT_REC)
+	if ((!bounded && b->end - vpos < 8 * v + BIT_SPARE) ||
+	    klen / 8 + v > BIT_REC)
 		return false;
 	*tomb = tb;
 	*vlen = v;
@@ -1178,9 +1180,11 @@ static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
                                                                 bool typed)
 {
 	uint64_t pos = b->pos, len = b->len;
-	/* the windows at pos, at the suffix and after it lie in the stream:
-	 * the codes before the suffix take at most 114 bits, the suffix at
-	 * most max_len */
+	/* below safe the windows at pos, at the suffix and after it lie in
+	 * the stream, and so does a record of at most BIT_REC bytes of key
+	 * and value with BIT_SPARE bits after it: the codes before the
+	 * suffix take at most 114 bits, the suffix at most max_len, the
+	 * kind bit and VALLEN 58 */
 	if (b->budget == 0 || pos >= b->safe)
 		return false;
 	const uint8_t *s = b->s;
@@ -1208,7 +1212,7 @@ static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
 		return false;
 	bool tomb;
 	uint64_t vlen, end;
-	if (!tin_tail(b, x + (klen - lcp), klen, b->fvlen, typed, &tomb, &vlen,
+	if (!tin_tail(b, x + (klen - lcp), klen, b->fvlen, typed, true, &tomb, &vlen,
 	              &end))
 		return false;
 	/* the suffix into the key, in whole words */
@@ -1266,7 +1270,7 @@ static inline __attribute__((always_inline)) bool tin_restart(tin *b,
 		return false;
 	bool tomb;
 	uint64_t vlen, end;
-	if (!tin_tail(b, x + klen, klen, 0, typed, &tomb, &vlen, &end))
+	if (!tin_tail(b, x + klen, klen, 0, typed, false, &tomb, &vlen, &end))
 		return false;
 	uint64_t last = (klen - 1) / 64;
 	for (uint64_t j = 0; j < last; j++)
