@@ -213,7 +213,20 @@ typedef enum val_shape {
 	VALS_FV,    /* 0..512 bytes, uniform */
 	VALS_SMALL, /* 0..24 bytes */
 	VALS_EMPTY,
+	VALS_EDGES, /* lengths at the merge's limits, see edge_lengths */
 } val_shape;
+
+/*
+ * Value lengths at the limits of the two-input loops (merge.c): the value
+ * header's one, two and three bytes (typed framing stores length + 1),
+ * the byte loop's 16-byte short copy and FAST_REC (4032 bytes of key and
+ * value), the bit loop's 32-byte blocks (48 bytes and up) and BIT_REC
+ * (896 bytes of key and value).
+ */
+static const size_t edge_lengths[] = {
+    0,   1,   15,  16,  17,  40,   47,   48,   49,   80,    81,    126,
+    127, 128, 129, 863, 880, 895,  896,  897,  4015, 4016,  4031,  4032,
+    4033, 16381, 16382, 16383, 16384, 16385};
 
 typedef struct merge_case {
 	const char *name;
@@ -338,6 +351,10 @@ static void gen_value(rec *x, val_shape vs, test_rng *r)
 		break;
 	case VALS_EMPTY:
 		x->vlen = 0;
+		break;
+	case VALS_EDGES:
+		x->vlen = edge_lengths[test_rng_below(
+		    r, sizeof edge_lengths / sizeof edge_lengths[0])];
 		break;
 	}
 	if (x->vlen) {
@@ -1450,7 +1467,7 @@ static void two_input_cases(const char *what, bool bits, uint64_t stream)
 		unsigned m = (bits ? 2 : 0) + (unsigned)test_rng_below(&r, 2);
 		unsigned im[2] = {m, m};
 		mc.keys = shapes[test_rng_below(&r, bits ? 4 : 3)];
-		mc.vals = (val_shape)test_rng_below(&r, 4);
+		mc.vals = (val_shape)test_rng_below(&r, 5);
 		mc.prefix = prefixes[test_rng_below(&r, 7)];
 		mc.empty_key = test_rng_below(&r, 4) == 0;
 		mc.density = densities[test_rng_below(&r, 6)];
@@ -1459,7 +1476,8 @@ static void two_input_cases(const char *what, bool bits, uint64_t stream)
 		               : (unsigned)test_rng_below(&r, 4) * 20;
 		if (test_rng_below(&r, 8) == 0)
 			mc.empty_inputs = 1 + test_rng_below(&r, 2);
-		size_t budget = mc.prefix >= 4096 ? 300 : 3000;
+		size_t budget = mc.prefix >= 4096 || mc.vals == VALS_EDGES ? 300
+		                                                           : 3000;
 		mc.n = 1 + (size_t)test_rng_below(&r, budget);
 		set_case("%s %u", what, t);
 		run_case(base, &mc, im, Ks[test_rng_below(&r, 8)], m,
