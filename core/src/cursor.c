@@ -331,19 +331,7 @@ kvs_status kvs_cursor_value(kvs_cursor *c, const uint8_t **value,
 	/* the value ends the record, and the reader is at the record's end */
 	uint64_t value_bit = kvs_br_position(&c->br) - 8 * (uint64_t)n;
 	const uint8_t *src = s->stream + value_bit / 8;
-	unsigned sh = (unsigned)(value_bit & 7);
-	if (sh == 0) {
-		memcpy(c->vbuf, src, n);
-	} else {
-		size_t i = 0;
-		for (; i + 8 < n; i += 8) { /* src[i .. i + 8] are in bounds */
-			uint64_t w = kvs_load_be64(src + i) << sh;
-			w |= src[i + 8] >> (8 - sh);
-			kvs_store_be64(c->vbuf + i, w);
-		}
-		for (; i < n; i++)
-			c->vbuf[i] = (uint8_t)(src[i] << sh | src[i + 1] >> (8 - sh));
-	}
+	seg_copy_shifted(c->vbuf, src, (unsigned)(value_bit & 7), n);
 	*value = c->vbuf;
 	*value_len = n;
 	return KVS_OK;

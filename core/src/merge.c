@@ -1413,31 +1413,6 @@ tout_key_bits(fast_bw *o, const uint8_t *key, uint64_t start, uint64_t n)
 }
 
 /*
- * 32 output bytes a block from the stream bytes at q shifted d (0..7) bits
- * left: byte j is q[j] << d | q[j + 1] >> (8 - d), so q[0 .. 32 blocks] are
- * read. Each half is a shift of 16-bit lanes masked to its bytes: in the
- * x86-64-v3 clone one 32-byte AVX2 register, two SSE2 ones in the default.
- */
-typedef uint8_t v32u8 __attribute__((vector_size(32)));
-typedef uint16_t v16u16 __attribute__((vector_size(32)));
-
-KVS_MULTIVERSION static __attribute__((noinline)) void
-shift_blocks(uint8_t *p, const uint8_t *q, unsigned d, size_t blocks)
-{
-	v32u8 left = {0}, right = {0};
-	left += (uint8_t)(0xFF << d);
-	right += (uint8_t)(0xFF >> (8 - d));
-	for (; blocks; blocks--, p += 32, q += 32) {
-		v16u16 a, b;
-		memcpy(&a, q, sizeof a);
-		memcpy(&b, q + 1, sizeof b);
-		v32u8 out = ((v32u8)(a << d) & left) |
-		            ((v32u8)(b >> (8 - d)) & right);
-		memcpy(p, &out, sizeof out);
-	}
-}
-
-/*
  * Appends n bits of s from bit x (BIT_SPARE bits readable after them).
  * The output's bytes from p on are the stream's bits from x - bits (the
  * pending bits first), so whole 8-byte words are stored with one load and
@@ -1462,7 +1437,8 @@ tout_stream_bits(fast_bw *o, const uint8_t *s, uint64_t x, uint64_t n)
 	 * q + 8i; each turn adds the second half and stores */
 	uint64_t wd = (o->acc & keep) | (kvs_load_be64(q) << d & ~keep);
 	uint8_t *p = o->p;
-	/* a long value: the first word, then 32-byte blocks, then words */
+	/* a long value: the first word, then 32-byte blocks (out of line),
+	 * then words */
 	if (__builtin_expect(total >= 64 + 256 + 64, 0)) {
 		q += 8;
 		uint64_t next = kvs_load_be64(q);
@@ -1472,7 +1448,7 @@ tout_stream_bits(fast_bw *o, const uint8_t *s, uint64_t x, uint64_t n)
 		/* output byte j is now q[j] << d | q[j + 1] >> (8 - d); the
 		 * blocks read q[0 .. 32 blocks], within the total bits */
 		size_t blocks = (size_t)((total - 64) / 256);
-		shift_blocks(p, q, d, blocks);
+		seg_copy_shifted(p, q, d, 32 * blocks);
 		p += 32 * blocks;
 		q += 32 * blocks;
 		total -= 256 * (uint64_t)blocks;

@@ -1,12 +1,14 @@
 /*
  * segment_format.c — the small shared pieces of the segment format: key
- * order and common prefixes of bit strings, and the bit-profile field codes
- * (docs/FORMAT.md §6.2) with their names.
+ * order and common prefixes of bit strings, the bit-profile field codes
+ * (docs/FORMAT.md §6.2) with their names, and the copy of a value's bytes
+ * out of a bit stream.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvseg/cpu.h"
 #include "segment_internal.h"
 
 /* ---- keys -------------------------------------------------------------- */
@@ -107,4 +109,37 @@ kvs_status seg_field_put_slow(kvs_bitwriter *w, const seg_field *f,
 	default:
 		return kvs_put_fixed(w, v, f->spec.param);
 	}
+}
+
+/* ---- values in a bit stream -------------------------------------------- */
+
+typedef uint8_t v32u8 __attribute__((vector_size(32)));
+typedef uint16_t v16u16 __attribute__((vector_size(32)));
+
+/* Each 32-byte block is two unaligned loads, a shift of 16-bit lanes each
+ * way masked to the lanes' bytes, an or and a store. */
+KVS_MULTIVERSION void seg_copy_shifted(uint8_t *dst, const uint8_t *src,
+                                       unsigned shift, size_t len)
+{
+	if (shift == 0) {
+		memcpy(dst, src, len);
+		return;
+	}
+	size_t i = 0;
+	v32u8 left = {0}, right = {0};
+	left += (uint8_t)(0xFF << shift);
+	right += (uint8_t)(0xFF >> (8 - shift));
+	for (; i + 32 <= len; i += 32) { /* src[i .. i + 32] are in the span */
+		v16u16 a, b;
+		memcpy(&a, src + i, sizeof a);
+		memcpy(&b, src + i + 1, sizeof b);
+		v32u8 out = ((v32u8)(a << shift) & left) |
+		            ((v32u8)(b >> (8 - shift)) & right);
+		memcpy(dst + i, &out, sizeof out);
+	}
+	for (; i + 8 <= len; i += 8) /* src[i .. i + 8] are in the span */
+		kvs_store_be64(dst + i, kvs_load_be64(src + i) << shift |
+		                            src[i + 8] >> (8 - shift));
+	for (; i < len; i++)
+		dst[i] = (uint8_t)(src[i] << shift | src[i + 1] >> (8 - shift));
 }

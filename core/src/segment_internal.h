@@ -99,6 +99,16 @@ static inline uint64_t seg_eg_code(uint64_t v, unsigned k, unsigned *n)
 	return x;
 }
 
+/*
+ * The bytes of a value that starts `shift` (0..7) bits into src, as in a
+ * bit-profile stream: dst[j] = src[j] << shift | src[j + 1] >> (8 - shift)
+ * for j < len. Its bits span src[0 .. len] (src[0 .. len) when shift is
+ * 0), and no other byte is read. Long values go in 32-byte blocks (AVX2
+ * in the x86-64-v3 clone, SSE2 pairs in the default).
+ */
+void seg_copy_shifted(uint8_t *dst, const uint8_t *src, unsigned shift,
+                      size_t len);
+
 /* Decodes one field; the result must be <= bound. Always inline, so the
  * caller's reader stays in registers. */
 static inline __attribute__((always_inline)) kvs_status seg_field_get(kvs_bitreader *r, const seg_field *f,

@@ -142,7 +142,9 @@ static inline void copy_shifted(uint8_t *dst, const uint8_t *src, unsigned shift
 static inline void copy_value(uint8_t *dst, const uint8_t *src, unsigned shift,
                        size_t len)
 {
-	if (shift)
+	if (shift && len >= 64) /* blocks beat words for a long value */
+		seg_copy_shifted(dst, src, shift, len);
+	else if (shift)
 		copy_shifted(dst, src, shift, len);
 	else if (len <= 64) /* inline words beat a call to memcpy */
 		copy_short(dst, src, len);
