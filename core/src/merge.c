@@ -494,10 +494,11 @@ bin_vh(const uint8_t *q, uint64_t *v)
  * The next record of b in the usual case: inside b's budget, a one-byte
  * header with the key's length unchanged, a suffix whose first byte is
  * above the previous key's (so the LCP is whole and the key larger), a
- * one- or two-byte value header if any, and 16 bytes of stream to spare after the
- * value (and room for a record of the previous lengths and 64 bytes more,
- * which covers the header, the suffix's words and the value header). False
- * (b unchanged) otherwise. typed is b->typed as a constant. FORMAT.md §6.1.
+ * value header of one or two bytes if any, and 16 bytes of stream to spare
+ * after the value (and room for a record of the previous lengths and 64
+ * bytes more, which covers the header, the suffix's words and the value
+ * header). False (b unchanged) otherwise. typed is b->typed as a constant.
+ * FORMAT.md §6.1.
  */
 static inline __attribute__((always_inline)) bool bin_next_fast(bin *b,
                                                                 bool typed)
@@ -546,8 +547,9 @@ static inline __attribute__((always_inline)) bool bin_next_fast(bin *b,
  * The next record of b when it is an input restart (FORMAT.md §6.1: the
  * whole key, then the value header), in the usual case: a one-byte key
  * length, a value header of one or two bytes, a key of the input's bounds
- * above the previous one, 16 bytes of stream to spare. Its LCP with the previous key is found from the stream before
- * the key is stored, in whole words. False (b unchanged) otherwise.
+ * above the previous one, 16 bytes of stream to spare. Its LCP with the
+ * previous key is found from the stream before the key is stored, in
+ * whole words. False (b unchanged) otherwise.
  */
 static bool bin_restart(bin *b, uint64_t max_len)
 {
@@ -1212,8 +1214,8 @@ static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
 		return false;
 	bool tomb;
 	uint64_t vlen, end;
-	if (!tin_tail(b, x + (klen - lcp), klen, b->fvlen, typed, true, &tomb, &vlen,
-	              &end))
+	if (!tin_tail(b, x + (klen - lcp), klen, b->fvlen, typed, true, &tomb,
+	              &vlen, &end))
 		return false;
 	/* the suffix into the key, in whole words */
 	uint64_t keep = ~(~(uint64_t)0 >> off);
