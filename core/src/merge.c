@@ -1024,7 +1024,7 @@ typedef struct tin { /* one input */
 typedef struct tout { /* the output */
 	fast_bw bw;
 	uint64_t budget, granted, until_restart;
-	uint64_t records, prev_len, flcp, fvlen; /* KEYLEN's state: prev_len */
+	uint64_t prev_len, flcp, fvlen; /* KEYLEN's state: prev_len */
 	uint64_t tombstones, key_bits, value_bytes, max_len;
 	uint32_t K;
 } tout;
@@ -1554,19 +1554,18 @@ tout_usual(tout *o, const tin *b, bool typed)
 	}
 	o->flcp = lcp;
 	o->prev_len = len;
-	o->records++;
 	o->key_bits += len;
 	o->value_bytes += vlen;
 	if (len > o->max_len)
 		o->max_len = len;
 }
 
-/* The writer's state from o. */
-static void tout_sync(kvs_writer *w, const tout *o)
+/* The writer's state from o, with out records in all (as bout_sync). */
+static void tout_sync(kvs_writer *w, const tout *o, uint64_t out)
 {
 	uint64_t until = o->until_restart - (o->granted - o->budget);
 	fbw_store(&w->bw, &o->bw);
-	w->records = o->records;
+	w->records = out;
 	w->tombstones = o->tombstones;
 	w->key_bits = o->key_bits;
 	w->value_bytes = o->value_bytes;
@@ -1588,7 +1587,6 @@ static kvs_status tout_load(tout *o, kvs_writer *w, kvs_error *err)
 		return seg_writer_fail(w, err, KVS_E_NOMEM, "%s: %s",
 		                       "out of memory");
 	o->bw = fbw_load(&w->bw);
-	o->records = w->records;
 	o->tombstones = w->tombstones;
 	o->key_bits = w->key_bits;
 	o->value_bytes = w->value_bytes;
@@ -1676,7 +1674,6 @@ tout_try_restart(tfast *f, const tin *b, bool typed)
 	}
 	o->flcp = 0;
 	o->prev_len = len;
-	o->records++;
 	o->key_bits += len;
 	o->value_bytes += vlen;
 	if (len > o->max_len)
@@ -1710,7 +1707,7 @@ tout_put_slow(tfast *f, const tin *b, const bool *live, bool typed)
 	}
 	if (tout_try_restart(f, b, typed))
 		return KVS_OK;
-	tout_sync(w, o);
+	tout_sync(w, o, tfast_consumed(f, live) - m->st.replaced);
 	kvs_status st = seg_writer_add_read(
 	    w, b->key, b->len, b->tomb ? KVS_KIND_TOMBSTONE : KVS_KIND_VALUE,
 	    b->s + tin_vpos(b) / 8, (unsigned)(tin_vpos(b) & 7), (size_t)b->vlen,
@@ -1853,7 +1850,7 @@ merge_two_bits_with(merge *m, bool typed)
 #undef TFAST_ADVANCE
 	m->st.input_records = tfast_consumed(&f, live);
 	m->st.output_records = m->st.input_records - m->st.replaced;
-	tout_sync(w, o);
+	tout_sync(w, o, m->st.output_records);
 	/* the last key: still in its input's buffer, which has not moved
 	 * since (the input has no record left) */
 	memcpy(w->prev_key, last->key, (size_t)seg_key_bytes(o->prev_len));
