@@ -141,5 +141,5 @@ KVS_MULTIVERSION void seg_copy_shifted(uint8_t *dst, const uint8_t *src,
 		kvs_store_be64(dst + i, kvs_load_be64(src + i) << shift |
 		                            src[i + 8] >> (8 - shift));
 	for (; i < len; i++)
-		dst[i] = (uint8_t)(src[i] << shift | src[i + 1] >> (8 - shift));
+		dst[i] = shifted_byte(src, shift, i);
 }

@@ -109,6 +109,13 @@ static inline uint64_t seg_eg_code(uint64_t v, unsigned k, unsigned *n)
 void seg_copy_shifted(uint8_t *dst, const uint8_t *src, unsigned shift,
                       size_t len);
 
+/* Byte i of such a value (shift 1..7). */
+static inline uint8_t shifted_byte(const uint8_t *src, unsigned shift,
+                                   size_t i)
+{
+	return (uint8_t)(src[i] << shift | src[i + 1] >> (8 - shift));
+}
+
 /* Decodes one field; the result must be <= bound. Always inline, so the
  * caller's reader stays in registers. */
 static inline __attribute__((always_inline)) kvs_status seg_field_get(kvs_bitreader *r, const seg_field *f,

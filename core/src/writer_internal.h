@@ -119,33 +119,13 @@ static inline void copy_short(uint8_t *dst, const uint8_t *src, uint64_t n)
 
 /*
  * A value's bytes: len bytes starting shift (0..7) bits into src. With a
- * shift they come from a bit-profile stream, and their bits span the
- * len + 1 bytes src[0 .. len]; no byte outside that span is read.
+ * shift they come from a bit-profile stream (seg_copy_shifted).
  */
-static inline uint8_t shifted_byte(const uint8_t *src, unsigned shift,
-                                   size_t i)
-{
-	return (uint8_t)(src[i] << shift | src[i + 1] >> (8 - shift));
-}
-
-static inline void copy_shifted(uint8_t *dst, const uint8_t *src, unsigned shift,
-                         size_t len)
-{
-	size_t i = 0;
-	for (; i + 8 <= len; i += 8) /* src[i .. i + 8] lie in the span */
-		kvs_store_be64(dst + i, kvs_load_be64(src + i) << shift |
-		                            src[i + 8] >> (8 - shift));
-	for (; i < len; i++)
-		dst[i] = shifted_byte(src, shift, i);
-}
-
 static inline void copy_value(uint8_t *dst, const uint8_t *src, unsigned shift,
                        size_t len)
 {
-	if (shift && len >= 64) /* blocks beat words for a long value */
+	if (shift)
 		seg_copy_shifted(dst, src, shift, len);
-	else if (shift)
-		copy_shifted(dst, src, shift, len);
 	else if (len <= 64) /* inline words beat a call to memcpy */
 		copy_short(dst, src, len);
 	else
@@ -274,7 +254,7 @@ static inline void fbw_key_bits(fast_bw *b, const uint8_t *src,
 	}
 }
 
-/* Appends a value's len bytes (see copy_value for src and shift). */
+/* Appends a value's len bytes (see seg_copy_shifted for src and shift). */
 static inline void fbw_value(fast_bw *b, const uint8_t *src, unsigned shift,
                              size_t len)
 {
