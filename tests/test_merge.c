@@ -1826,11 +1826,11 @@ typedef struct corrupt_fixture {
 } corrupt_fixture;
 
 static void corrupt_setup(corrupt_fixture *f, const char *in_dir, unsigned m,
-                          size_t n, size_t c, uint64_t records, test_rng *r)
+                          size_t n, size_t c, uint64_t records, val_shape vals,
+                          test_rng *r)
 {
 	memset(f, 0, sizeof *f);
-	merge_case mc = {"",    KEYS_HASH, VALS_SMALL, 0,  records,
-	                 false, n,         70,         10, 0};
+	merge_case mc = {"", KEYS_HASH, vals, 0, records, false, n, 70, 10, 0};
 	uni_generate(&f->u, &mc, r);
 	for (size_t i = 0; i < n; i++)
 		f->im[i] = m;
@@ -1925,7 +1925,7 @@ static void test_corrupt_input(void **state)
 		/* two inputs (their own path) and three; the last is hit */
 		size_t n = 2 + m % 2, c = n - 1;
 		corrupt_fixture f;
-		corrupt_setup(&f, in_dir, m, n, c, 400, &r);
+		corrupt_setup(&f, in_dir, m, n, c, 400, VALS_SMALL, &r);
 		f.mr.includes_oldest = true; /* all inputs: drops allowed */
 		uint8_t *b = malloc(f.len);
 		assert_non_null(b);
@@ -1966,7 +1966,7 @@ static void test_corrupt_two_inputs(void **state)
 	for (unsigned m = 0; m < NMODES; m++) {
 		for (size_t c = 0; c < 2; c++) {
 			corrupt_fixture f;
-			corrupt_setup(&f, in_dir, m, 2, c, 200, &r);
+			corrupt_setup(&f, in_dir, m, 2, c, 200, VALS_SMALL, &r);
 			size_t hi = f.hi > f.lo + 96 ? f.lo + 96 : f.hi;
 			uint8_t *b = malloc(f.len);
 			assert_non_null(b);
@@ -1985,6 +1985,121 @@ static void test_corrupt_two_inputs(void **state)
 	assert_true(failed > 0);
 	printf("[          ] corrupt two inputs: %u of %u merges failed\n",
 	       failed, tries);
+	g_mode = "";
+}
+
+/* A LEB128 varint at *p (FORMAT.md §3.4), for the walk below. */
+static uint64_t walk_varint(const uint8_t **p)
+{
+	uint64_t v = 0;
+	for (unsigned sh = 0;; sh += 7) {
+		uint8_t b = *(*p)++;
+		v |= (uint64_t)(b & 0x7f) << sh;
+		if (!(b & 0x80))
+			return v;
+	}
+}
+
+/*
+ * The file offsets of the two-byte value headers in a byte-profile record
+ * stream of `records` records, restart interval K, walked per FORMAT.md
+ * §6.1; at most max of them. *end: where the walk ended.
+ */
+static size_t two_byte_headers(const uint8_t *file, size_t lo, uint64_t records,
+                               uint32_t K, bool typed, size_t *at, size_t max,
+                               size_t *end)
+{
+	const uint8_t *p = file + lo;
+	uint64_t len = 0, vh = 0;
+	size_t found = 0;
+	for (uint64_t i = 0; i < records; i++) {
+		bool vc = true;
+		if (i % K == 0) {
+			len = walk_varint(&p);
+			p += len;
+		} else {
+			uint64_t h = walk_varint(&p), lcp = h >> 2;
+			if (h & 2) { /* the length changed: zigzag difference */
+				uint64_t z = walk_varint(&p);
+				len += (z >> 1) ^ (uint64_t)-(int64_t)(z & 1);
+			}
+			vc = h & 1;
+			p += len - lcp;
+		}
+		if (vc) {
+			const uint8_t *q = p;
+			vh = walk_varint(&p);
+			if (p - q == 2 && found < max)
+				at[found++] = (size_t)(q - file);
+		}
+		p += typed ? (vh ? vh - 1 : 0) : vh;
+	}
+	*end = (size_t)(p - file);
+	return found;
+}
+
+/*
+ * Values of 0..512 bytes, so most value headers take two bytes (the byte
+ * loop decodes those in line, merge.c's bin_vh): each such header made
+ * overlong in turn (its second byte 00, FORMAT.md §3.4) must fail the
+ * merge with a message and leave nothing, wherever the record lies.
+ */
+static void test_corrupt_value_headers(void **state)
+{
+	(void)state;
+	test_rng r = test_rng_for(g_seed, 11);
+	char in_dir[PATH_MAX], out_dir[PATH_MAX];
+	corrupt_dirs("corrupt_value_headers", in_dir, out_dir);
+	static const unsigned modes[] = {BT, BR};
+	size_t merges = 0;
+	for (size_t mi = 0; mi < 2; mi++) {
+		unsigned m = modes[mi];
+		for (size_t c = 0; c < 2; c++) {
+			corrupt_fixture f;
+			corrupt_setup(&f, in_dir, m, 2, c, 200, VALS_FV, &r);
+			kvs_segment_info info;
+			kvs_segment *tmp = open_verified(f.path);
+			kvs_segment_info_get(tmp, &info);
+			kvs_segment_unref(tmp);
+			size_t at[400], end;
+			size_t n = two_byte_headers(
+			    f.orig, f.lo, info.records, info.restart_interval,
+			    MODES[m].framing == KVS_FRAMING_TYPED, at, 400,
+			    &end);
+			if (end !=
+			    f.hi) /* the walk read the stream as written */
+				FAILF(
+				    "%s input %zu: the walk ended at byte %zu, "
+				    "the stream at %zu",
+				    MODES[m].name, c, end, f.hi);
+			if (n < 20)
+				FAILF("%s input %zu: only %zu two-byte value "
+				      "headers in %llu records",
+				      MODES[m].name, c, n, ULL(info.records));
+			uint8_t *b = malloc(f.len);
+			assert_non_null(b);
+			for (size_t k = 0; k < n; k++) {
+				memcpy(b, f.orig, f.len);
+				b[at[k] + 1] = 0x00;
+				set_case(
+				    "%s input %zu, value header at byte %zu "
+				    "made overlong",
+				    MODES[m].name, c, at[k]);
+				unsigned tries = 0, failed = 0;
+				corrupt_merge(&f, b, out_dir, m, false, &tries,
+				              &failed);
+				if (tries != 1 || failed != 1)
+					FAILF("%s: the merge %s", g_case,
+					      tries ? "succeeded"
+					            : "was not run");
+				merges++;
+			}
+			free(b);
+			corrupt_free(&f, in_dir);
+		}
+	}
+	printf("[          ] overlong value headers: %zu merges, all failed\n",
+	       merges);
 	g_mode = "";
 }
 
@@ -2184,6 +2299,7 @@ int main(int argc, char **argv)
 	    TEST(test_errors),
 	    TEST(test_cancel),         TEST(test_corrupt_input),
 	    TEST(test_corrupt_two_inputs),
+	    TEST(test_corrupt_value_headers),
 	    TEST(test_enospc),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
