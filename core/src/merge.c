@@ -1512,6 +1512,18 @@ static void tout_fields(tout *o, const tin *b, bool typed)
 	tout_tail(o, b, typed);
 }
 
+/* The output's state after a record of b whose LCP field is lcp. */
+static inline __attribute__((always_inline)) void
+tout_done(tout *o, const tin *b, uint64_t lcp)
+{
+	o->flcp = lcp;
+	o->prev_len = b->len;
+	o->key_bits += b->len;
+	o->value_bytes += b->vlen;
+	if (b->len > o->max_len)
+		o->max_len = b->len;
+}
+
 /* A record that is not a restart, with room for it: its key and value
  * below BIT_REC bytes, so every code below 2^32. */
 static inline __attribute__((always_inline)) void
@@ -1552,12 +1564,7 @@ tout_usual(tout *o, const tin *b, bool typed)
 	} else {
 		tout_fields(o, b, typed);
 	}
-	o->flcp = lcp;
-	o->prev_len = len;
-	o->key_bits += len;
-	o->value_bytes += vlen;
-	if (len > o->max_len)
-		o->max_len = len;
+	tout_done(o, b, lcp);
 }
 
 /* The writer's state from o, with out records in all (as bout_sync). */
@@ -1651,33 +1658,20 @@ tout_try_restart(tfast *f, const tin *b, bool typed)
 	if (o->until_restart != o->granted - o->budget || b->edge ||
 	    room == 0 || (size_t)(bw->p - w->bw.buf) >= FAST_CHUNK)
 		return false;
-	uint64_t len = b->len, vlen = b->vlen;
+	uint64_t len = b->len;
 	uint64_t at = words_lcp(f->first, f->first_len, b->key, len);
 	size_t j = w->restarts_len++; /* room: tfast_setup */
 	w->restarts[j] =
 	    8 * (w->flushed + (uint64_t)(bw->p - w->bw.buf)) + bw->bits;
 	w->fence_skip[j] = at;
 	w->fence_win[j] = words_fence(b->key, len, at);
-	unsigned n2, n3;
+	unsigned n2;
 	uint64_t x2 = seg_eg_code(seg_zigzag(len, 0), 0, &n2);
 	fbw_put(bw, x2, n2);
 	tout_key_bits(bw, b->key, 0, len);
-	if (typed && b->tomb) {
-		fbw_put(bw, 0, 1);
-		o->tombstones++;
-		o->fvlen = 0;
-	} else {
-		uint64_t x3 = seg_eg_code(seg_zigzag(vlen, 0), 0, &n3);
-		fbw_put(bw, (uint64_t)typed << n3 | x3, n3 + typed);
-		tout_field_bits(bw, b->s, tin_vpos(b), 8 * vlen);
-		o->fvlen = vlen;
-	}
-	o->flcp = 0;
-	o->prev_len = len;
-	o->key_bits += len;
-	o->value_bytes += vlen;
-	if (len > o->max_len)
-		o->max_len = len;
+	o->fvlen = 0; /* the field states restart from 0 */
+	tout_tail(o, b, typed);
+	tout_done(o, b, 0);
 	o->until_restart = o->K - 1;
 	room--;
 	o->granted = o->budget =
