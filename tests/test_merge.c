@@ -1775,35 +1775,52 @@ static void test_cancel(void **state)
 	path_join(in_dir, base, "in");
 	path_join(out_dir, base, "out");
 	merge_case mc = {
-	    "", KEYS_STRUCTURED, VALS_SMALL, 0, 70000, true, 3, 70, 10, 0};
+	    "", KEYS_STRUCTURED, VALS_SMALL, 0, 70000, true, 4, 70, 10, 0};
 	universe u;
 	uni_generate(&u, &mc, &r);
-	static const unsigned im[3] = {BT, IT, BT};
+	static const unsigned im[4] = {IT, BT, IT, BT};
 	recs *in = gen_inputs(&mc, &u, im, &r);
 	merge_run mr;
 	memset(&mr, 0, sizeof mr);
-	mr.n = 3;
+	mr.n = 4;
 	mr.in = in;
 	mr.im = im;
 	mr.in_K = 15;
 	kvs_segment **segs = write_inputs(in_dir, &mr);
 
-	/* two inputs (their own path in a merge) and three */
+	/* two inputs of two modes and three (the general paths) */
 	for (unsigned out = BT; out <= IT; out += 2)
 		for (size_t nin = 2; nin <= 3; nin++) {
-			kvs_segment **ss = segs + (3 - nin);
+			kvs_segment **ss = segs + (4 - nin);
 			mr.n = nin;
-			mr.im = im + (3 - nin);
+			mr.in = in + (4 - nin);
+			mr.im = im + (4 - nin);
 			mr.out_mode = out;
 			set_mode_of(&mr);
 			uint64_t total =
-			    in[2].n + in[1].n + (nin == 3 ? in[0].n : 0);
+			    in[3].n + in[2].n + (nin == 3 ? in[1].n : 0);
 			cancel_runs(ss, nin, out_dir, merge_opts(&mr, 5),
 			            total);
 		}
-	mr.n = 3;
-	close_inputs(in_dir, segs, 3);
-	free_inputs(in, 3);
+	/* two inputs of one mode into it: the byte loop and the bit loop,
+	 * which report progress at their output restarts */
+	for (size_t first = 0; first < 2; first++) {
+		kvs_segment *ss[2] = {segs[first], segs[first + 2]};
+		recs pin[2] = {in[first], in[first + 2]};
+		unsigned pim[2] = {im[first], im[first + 2]};
+		mr.n = 2;
+		mr.in = pin;
+		mr.im = pim;
+		mr.out_mode = im[first];
+		set_mode_of(&mr);
+		cancel_runs(ss, 2, out_dir, merge_opts(&mr, 5),
+		            in[first].n + in[first + 2].n);
+	}
+	mr.n = 4;
+	mr.in = in;
+	mr.im = im;
+	close_inputs(in_dir, segs, 4);
+	free_inputs(in, 4);
 	uni_free(&u);
 	g_mode = "";
 }
