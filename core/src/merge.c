@@ -98,6 +98,20 @@ static kvs_status input_failed(merge *m, size_t i, kvs_status st)
  * every input has it, or through kvs_cursor_next. */
 enum { IN_ANY, IN_BYTE, IN_BIT_DEFAULT };
 
+/* Calls the progress callback with `consumed` input records done, and
+ * sets when it is next due; a cancel by the callback is an error. */
+static __attribute__((noinline)) kvs_status report_progress(merge *m,
+                                                           uint64_t consumed)
+{
+	m->next_progress = consumed + PROGRESS_EVERY;
+	if (m->opt->progress(m->opt->progress_ctx, consumed, m->total))
+		return kvs_error_set(m->err, KVS_E_CANCELED,
+		                     "merge canceled after %" PRIu64
+		                     " of %" PRIu64 " input records",
+		                     consumed, m->total);
+	return KVS_OK;
+}
+
 /* Moves input i to its next record, counting and reporting progress
  * (unless !count: the caller counts, and has no progress callback). */
 static inline __attribute__((always_inline)) kvs_status
@@ -113,15 +127,8 @@ advance_counted(merge *m, size_t i, int in, bool count)
 		return input_failed(m, i, st);
 	if (!count)
 		return KVS_OK;
-	if (++m->st.input_records >= m->next_progress && m->opt->progress) {
-		m->next_progress = m->st.input_records + PROGRESS_EVERY;
-		if (m->opt->progress(m->opt->progress_ctx,
-		                     m->st.input_records, m->total))
-			return kvs_error_set(m->err, KVS_E_CANCELED,
-			                     "merge canceled after %" PRIu64
-			                     " of %" PRIu64 " input records",
-			                     m->st.input_records, m->total);
-	}
+	if (++m->st.input_records >= m->next_progress && m->opt->progress)
+		return report_progress(m, m->st.input_records);
 	return KVS_OK;
 }
 
@@ -785,14 +792,9 @@ bout_put_slow(fast *f, const bin *b, const bool *live)
 	}
 	uint64_t consumed;
 	if (o->until_restart == 0 && m->opt->progress &&
-	    (consumed = fast_consumed(f, live)) >= m->next_progress) {
-		m->next_progress = consumed + PROGRESS_EVERY;
-		if (m->opt->progress(m->opt->progress_ctx, consumed, m->total))
-			return kvs_error_set(m->err, KVS_E_CANCELED,
-			                     "merge canceled after %" PRIu64
-			                     " of %" PRIu64 " input records",
-			                     consumed, m->total);
-	}
+	    (consumed = fast_consumed(f, live)) >= m->next_progress &&
+	    (st = report_progress(m, consumed)) != KVS_OK)
+		return st;
 	size_t need = 3 * KVS_VARINT_MAX + 32 + (size_t)(b->len + b->vlen);
 	if (need < FAST_MAXREC)
 		need = FAST_MAXREC;
@@ -1690,19 +1692,15 @@ tout_put_slow(tfast *f, const tin *b, const bool *live, bool typed)
 	tout *o = &f->o;
 	uint64_t until = o->until_restart - (o->granted - o->budget);
 	uint64_t consumed;
+	kvs_status st;
 	if (until == 0 && m->opt->progress &&
-	    (consumed = tfast_consumed(f, live)) >= m->next_progress) {
-		m->next_progress = consumed + PROGRESS_EVERY;
-		if (m->opt->progress(m->opt->progress_ctx, consumed, m->total))
-			return kvs_error_set(m->err, KVS_E_CANCELED,
-			                     "merge canceled after %" PRIu64
-			                     " of %" PRIu64 " input records",
-			                     consumed, m->total);
-	}
+	    (consumed = tfast_consumed(f, live)) >= m->next_progress &&
+	    (st = report_progress(m, consumed)) != KVS_OK)
+		return st;
 	if (tout_try_restart(f, b, typed))
 		return KVS_OK;
 	tout_sync(w, o, tfast_consumed(f, live) - m->st.replaced);
-	kvs_status st = seg_writer_add_read(
+	st = seg_writer_add_read(
 	    w, b->key, b->len, b->tomb ? KVS_KIND_TOMBSTONE : KVS_KIND_VALUE,
 	    b->s + tin_vpos(b) / 8, (unsigned)(tin_vpos(b) & 7), (size_t)b->vlen,
 	    KVS_PROFILE_BIT, seg_default_fields, b->lcp, m->err);
