@@ -343,6 +343,14 @@ static double attr_timeout(fuse_ino_t ino)
 	return S.timeout;
 }
 
+/* How long the kernel may keep a name: for ever (the timeout), but for
+ * control/status, whose every lookup takes a new text (lookup_control). A
+ * listing with attributes must not make the kernel keep its text. */
+static double entry_timeout(fuse_ino_t ino)
+{
+	return ino_kind(ino) == K_STATUS ? 0 : S.timeout;
+}
+
 static int do_getattr(fuse_ino_t ino, struct stat *st)
 {
 	uint64_t low = ino_low(ino);
@@ -974,7 +982,7 @@ static size_t add_entry(fuse_req_t req, bool plus, char *buf, size_t room,
 	e.ino = st->st_ino;
 	e.attr = *st;
 	e.attr_timeout = attr_timeout(e.ino);
-	e.entry_timeout = S.timeout;
+	e.entry_timeout = entry_timeout(e.ino);
 	return fuse_add_direntry_plus(req, buf, room, name, &e, off);
 }
 

@@ -910,6 +910,41 @@ def test_bad_requests(tmp):
     check_clean(d, "after bad requests")
 
 
+def test_status_after_listing(tmp):
+    """A listing of control/ with attributes (ls -l: READDIRPLUS) must not
+    make the kernel keep one text of control/status: each read after it
+    shows the requests written since."""
+    d = os.path.join(tmp, "stlist")
+    os.mkdir(d)
+    stack(d, 2, 200, random.Random(11))
+    m = Mount(d)
+    try:
+        def listed():
+            names = os.listdir(m.path("control"))
+            for n in names:
+                os.stat(m.path("control", n))
+            return sorted(names)
+        check(listed() == [b"catalog", b"merge", b"status", b"wait"],
+              "control/ lists its four names")
+        check(status(m) == [], "no request yet")
+        check(request(m, b"frobnicate\n") == errno.EINVAL, "a bad request")
+        listed()
+        st = status(m)
+        check(len(st) == 1 and st[0]["state"] == "rejected",
+              "the rejection after a listing: %r" % st)
+        check(request(m, b"merge all\n") == 0, "merge all")
+        check(wait(m, 2)["state"] == "done", "the merge ends")
+        listed()
+        st = status(m)
+        check([j["state"] for j in st] == ["rejected", "done"],
+              "the merge after a listing: %r" % st)
+        check(read(m.path("control", "catalog")).startswith(b"generation 2\n"),
+              "control/catalog after the merge")
+    finally:
+        m.close()
+    check_clean(d, "after listings")
+
+
 def test_random_requests(tmp):
     """500 random requests, from the grammar's words and random bytes:
     each is accepted or fails with one of the documented errnos, the
@@ -1110,7 +1145,8 @@ def main():
     only = sys.argv[3:]
     tests = [test_modes, test_names, test_mutations, test_large, test_threads,
              test_sep, test_bad_segment, test_corrupt_body, test_signals,
-             test_merge_live, test_retired_readers, test_bad_requests, test_random_requests, test_cancel, test_kill_during_merge,
+             test_merge_live, test_retired_readers, test_bad_requests,
+             test_status_after_listing, test_random_requests, test_cancel, test_kill_during_merge,
              test_enospc, test_external_change]
     with tempfile.TemporaryDirectory(prefix="segfs-test-") as tmp:
         for t in tests:
