@@ -846,18 +846,23 @@ static bool bytes_fast_fits(const merge *m)
 	       w->records == 0;
 }
 
-/* Room for every restart of the output, the buffer, the keys. */
-static kvs_status fast_setup(fast *f, merge *m)
+/*
+ * What both two-input loops need before they start: room for every restart
+ * of the output, and for keys as long as the inputs' longest (16 bytes
+ * more): *old, *first (zeroed: a key in words, zero after it) and the
+ * writer's previous key. The caller frees *old and *first.
+ */
+static kvs_status two_setup(merge *m, uint8_t **old, uint8_t **first)
 {
 	kvs_writer *w = m->w;
 	uint64_t max_len = 0;
 	for (size_t i = 0; i < 2; i++) {
-		uint64_t l = m->cur[i]->seg->max_key_bits / 8;
+		uint64_t l = seg_key_bytes(m->cur[i]->seg->max_key_bits);
 		if (l > max_len)
 			max_len = l;
 	}
-	f->old = malloc((size_t)max_len + 16);
-	f->first = malloc((size_t)max_len + 16);
+	*old = malloc((size_t)max_len + 16);
+	*first = calloc(1, (size_t)max_len + 16);
 	uint8_t *pk = realloc(w->prev_key, (size_t)max_len + 8);
 	if (pk) {
 		w->prev_key = pk;
@@ -866,11 +871,22 @@ static kvs_status fast_setup(fast *f, merge *m)
 	if (!seg_writer_grow_restarts(
 	        w, (size_t)(m->total / w->opt.restart_interval + 2)))
 		pk = NULL;
-	if (!f->old || !f->first || !pk ||
-	    seg_grow(&w->buf, &w->buf_cap, FAST_CHUNK + FAST_MAXREC) != KVS_OK)
+	if (!*old || !*first || !pk)
 		return seg_writer_fail(w, m->err, KVS_E_NOMEM, "%s: %s",
 		                       "out of memory");
 	return KVS_OK;
+}
+
+/* two_setup, and the byte loop's output buffer. */
+static kvs_status fast_setup(fast *f, merge *m)
+{
+	kvs_writer *w = m->w;
+	kvs_status st = two_setup(m, &f->old, &f->first);
+	if (st == KVS_OK &&
+	    seg_grow(&w->buf, &w->buf_cap, FAST_CHUNK + FAST_MAXREC) != KVS_OK)
+		return seg_writer_fail(w, m->err, KVS_E_NOMEM, "%s: %s",
+		                       "out of memory");
+	return st;
 }
 
 static inline __attribute__((always_inline)) kvs_status
@@ -1662,7 +1678,7 @@ tout_try_restart(tfast *f, const tin *b, bool typed)
 		return false;
 	uint64_t len = b->len;
 	uint64_t at = words_lcp(f->first, f->first_len, b->key, len);
-	size_t j = w->restarts_len++; /* room: tfast_setup */
+	size_t j = w->restarts_len++; /* room: two_setup */
 	w->restarts[j] =
 	    8 * (w->flushed + (uint64_t)(bw->p - w->bw.buf)) + bw->bits;
 	w->fence_skip[j] = at;
@@ -1740,32 +1756,6 @@ static bool bits_fast_fits(const merge *m)
 	       !m->opt->drop_tombstones && w->records == 0;
 }
 
-/* Room for every restart of the output and the keys. */
-static kvs_status tfast_setup(tfast *f, merge *m)
-{
-	kvs_writer *w = m->w;
-	uint64_t max_len = 0;
-	for (size_t i = 0; i < 2; i++) {
-		uint64_t l = seg_key_bytes(m->cur[i]->seg->max_key_bits);
-		if (l > max_len)
-			max_len = l;
-	}
-	f->old = malloc((size_t)max_len + 16);
-	f->first = calloc(1, (size_t)max_len + 16);
-	uint8_t *pk = realloc(w->prev_key, (size_t)max_len + 8);
-	if (pk) {
-		w->prev_key = pk;
-		w->prev_cap = (size_t)max_len + 8;
-	}
-	if (!seg_writer_grow_restarts(
-	        w, (size_t)(m->total / w->opt.restart_interval + 2)))
-		pk = NULL;
-	if (!f->old || !f->first || !pk)
-		return seg_writer_fail(w, m->err, KVS_E_NOMEM, "%s: %s",
-		                       "out of memory");
-	return KVS_OK;
-}
-
 static inline __attribute__((always_inline)) kvs_status
 merge_two_bits_with(merge *m, bool typed)
 {
@@ -1775,7 +1765,7 @@ merge_two_bits_with(merge *m, bool typed)
 	f.m = m;
 	tin *a = &f.in[0], *b = &f.in[1];
 	bool live[2] = {true, true};
-	kvs_status st = tfast_setup(&f, m);
+	kvs_status st = two_setup(m, &f.old, &f.first);
 	if (st != KVS_OK)
 		goto out;
 	tin_load(a, m->cur[0]);
