@@ -6,7 +6,9 @@
  * "Control files").
  */
 #include "segfs.h"
+#include "guard.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -955,6 +957,60 @@ static int publish(job *j, const char *out_path)
 	return 0;
 }
 
+/*
+ * The writer of a merge that a fault cut short (guard.h) neither removed
+ * its temporary file, .OUT.tmp-XXXXXX, nor closed it: the descriptor is
+ * found by its path, the file removed and the descriptor closed.
+ */
+static void remove_merge_temp(const char *out)
+{
+	char prefix[PATH_MAX];
+	segdir_path(prefix, out, "tmp-");
+	size_t plen = strlen(prefix);
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return;
+	int self = dirfd(d);
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		char link[PATH_MAX], path[PATH_MAX];
+		snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+		ssize_t n = readlink(link, path, sizeof path - 1);
+		int fd = atoi(e->d_name);
+		if (n <= 0 || (size_t)n <= plen || fd == self)
+			continue;
+		path[n] = '\0';
+		if (strncmp(path, prefix, plen) == 0) {
+			unlink(path);
+			close(fd);
+		}
+	}
+	closedir(d);
+}
+
+/* A read of an input faulted during j's merge: the input is damaged. */
+static kvs_status merge_fault(job *j)
+{
+	slot *s = slot_damage_at(guard_fault_addr);
+	set_error(j,
+	          "%s: the file is shorter than when it was opened (a read "
+	          "of it failed): nothing was merged",
+	          s->name);
+	remove_merge_temp(j->out);
+	return KVS_E_IO;
+}
+
+static kvs_status guarded_merge(job *j, kvs_segment **segs, size_t n,
+                                const char *out_path,
+                                const kvs_merge_options *opt,
+                                kvs_error *err)
+{
+	volatile kvs_status st = KVS_E_IO;
+	GUARDED(st = merge_fault(j),
+	        st = kvs_merge(segs, n, out_path, opt, NULL, err));
+	return st;
+}
+
 static void run(job *j)
 {
 	size_t n = j->n;
@@ -963,13 +1019,19 @@ static void run(job *j)
 	pthread_mutex_lock(&S.lock);
 	for (size_t k = 0; ok && k < n; k++) {
 		slot *s = slot_get(j->inputs[k]);
-		if (!s->seg || s->retired) {
+		if (!s->seg || s->retired || slot_damaged(s)) {
 			ok = false;
 			pthread_mutex_unlock(&S.lock);
-			set_error(j,
-			          "%s was retired by another process before the "
-			          "merge ran",
-			          s->name);
+			if (slot_damaged(s))
+				set_error(j,
+				          "%s: the file is shorter than when it "
+				          "was opened: it cannot be merged",
+				          s->name);
+			else
+				set_error(j,
+				          "%s was retired by another process "
+				          "before the merge ran",
+				          s->name);
 			pthread_mutex_lock(&S.lock);
 			break;
 		}
@@ -998,8 +1060,8 @@ static void run(job *j)
 	opt.progress_ctx = j;
 	kvs_status st = KVS_E_INVAL;
 	if (ok) {
-		st = kvs_merge(segs, n, out_path, &opt, NULL, &err);
-		if (st != KVS_OK && st != KVS_E_CANCELED)
+		st = guarded_merge(j, segs, n, out_path, &opt, &err);
+		if (st != KVS_OK && st != KVS_E_CANCELED && !j->error[0])
 			set_error(j, "%s", err.message);
 	}
 	for (size_t k = 0; segs && k < n; k++)

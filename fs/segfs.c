@@ -19,6 +19,7 @@
  * in state.c, the control files in control.c.
  */
 #include "segfs.h"
+#include "guard.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -146,12 +147,25 @@ static int scope_cursors(const dirref *d, kvs_cursor ***out, size_t *n)
 		slot *s = slot_get(d->sc.view ? d->sn->live[i] : d->sc.id);
 		if (!(c[i] = slot_cursor(s))) {
 			free(c);
-			return slot_alive(s) ? ENOMEM : ENOENT;
+			return slot_damaged(s) ? EIO
+			       : slot_alive(s) ? ENOMEM
+			                       : ENOENT;
 		}
 	}
 	*out = c;
 	*n = k;
 	return 0;
+}
+
+/* Is a segment of the directory's scope damaged (guard.h)? */
+static bool scope_damaged(const dirref *d)
+{
+	size_t k = d->sc.view ? d->sn->n : 1;
+	for (size_t i = 0; i < k; i++)
+		if (slot_damaged(
+		        slot_get(d->sc.view ? d->sn->live[i] : d->sc.id)))
+			return true;
+	return false;
 }
 
 static bool scope_tombstones(const dirref *d)
@@ -172,6 +186,8 @@ static int scope_open(const dirref *d, vcursor *vc)
 		slot *s = slot_get(d->sc.view ? d->sn->live[i] : d->sc.id);
 		if (!(segs[i] = s->seg))
 			err = ENOENT;
+		else if (slot_damaged(s))
+			err = EIO;
 	}
 	if (!err)
 		err = kvs_errno(vc_open(vc, segs, k, scope_tombstones(d)));
@@ -197,7 +213,7 @@ static int scope_lookup(const dirref *d, const uint8_t *key, uint64_t bits,
 		uint32_t id = d->sc.view ? d->sn->live[k] : (uint32_t)d->sc.id;
 		kvs_cursor *c = slot_cursor(slot_get(id));
 		if (!c)
-			return ENOENT;
+			return slot_damaged(slot_get(id)) ? EIO : ENOENT;
 		bool hit = false;
 		kvs_status st = kvs_cursor_lookup(c, key, bits, &hit);
 		if (st != KVS_OK)
@@ -291,7 +307,7 @@ static int key_at(uint64_t id, uint64_t ord, kvs_cursor **out)
 		return ENOENT;
 	kvs_cursor *c = slot_cursor(s);
 	if (!c)
-		return slot_alive(s) ? ENOMEM : ESTALE;
+		return slot_damaged(s) ? EIO : slot_alive(s) ? ENOMEM : ESTALE;
 	/* a lookup leaves this thread's cursor on the record its reply then
 	 * describes, and the kernel's read usually follows: no second seek */
 	if (kvs_cursor_valid(c) && kvs_cursor_ordinal(c) == ord) {
@@ -614,7 +630,10 @@ static void lookup_wait(fuse_req_t req, const char *name)
 	reply_ino(req, make_ino(K_WAIT, id));
 }
 
-static void segfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+/* noinline: GUARDED runs it, and its sigsetjmp frame must hold none of
+ * its locals (guard.h) */
+static __attribute__((noinline)) void segfs_lookup(fuse_req_t req, fuse_ino_t parent,
+                                              const char *name)
 {
 	size_t len = strlen(name);
 	if (len > SEGFS_NAME_MAX) {
@@ -705,8 +724,10 @@ static void segfs_forget_multi(fuse_req_t req, size_t count,
 	fuse_reply_none(req);
 }
 
-static void segfs_getattr(fuse_req_t req, fuse_ino_t ino,
-                          struct fuse_file_info *fi)
+/* noinline: GUARDED runs it, and its sigsetjmp frame must hold none of
+ * its locals (guard.h) */
+static __attribute__((noinline)) void
+segfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)fi;
 	struct stat st;
@@ -740,8 +761,11 @@ static void reply_slice(fuse_req_t req, const char *text, size_t len,
 	fuse_reply_buf(req, text + o, n);
 }
 
-static void segfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                       struct fuse_file_info *fi)
+/* noinline: GUARDED runs it, and its sigsetjmp frame must hold none of
+ * its locals (guard.h) */
+static __attribute__((noinline)) void
+segfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+           struct fuse_file_info *fi)
 {
 	(void)fi;
 	if (off < 0) {
@@ -837,6 +861,7 @@ typedef struct dirh {
 	dirref d;
 	vcursor vc;
 	off_t next_off; /* the offset the cursor's position continues, or -1 */
+	bool broken;    /* a read faulted under vc: it is not used again */
 } dirh;
 
 static void segfs_opendir(fuse_req_t req, fuse_ino_t ino,
@@ -1045,8 +1070,11 @@ static void fixed_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	free(buf);
 }
 
-static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                       struct fuse_file_info *fi, bool plus)
+/* noinline: GUARDED runs it, and its sigsetjmp frame must hold none of
+ * its locals (guard.h) */
+static __attribute__((noinline)) void
+do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+           struct fuse_file_info *fi, bool plus)
 {
 	dirh *h = (dirh *)(uintptr_t)fi->fh;
 	if (!h) {
@@ -1054,6 +1082,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	dirref *d = &h->d;
+	if (h->broken || scope_damaged(d)) {
+		fuse_reply_err(req, EIO);
+		return;
+	}
 	char *buf = malloc(size);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -1204,18 +1236,6 @@ done:
 	free(buf);
 }
 
-static void segfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
-                          off_t off, struct fuse_file_info *fi)
-{
-	do_readdir(req, ino, size, off, fi, false);
-}
-
-static void segfs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
-                              off_t off, struct fuse_file_info *fi)
-{
-	do_readdir(req, ino, size, off, fi, true);
-}
-
 /* ---- extended attributes -------------------------------------------------- */
 
 static const char xattr_names[] =
@@ -1233,8 +1253,10 @@ static void reply_xattr_value(fuse_req_t req, const void *v, size_t len,
 		fuse_reply_buf(req, v, len);
 }
 
-static void segfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-                           size_t size)
+/* noinline: GUARDED runs it, and its sigsetjmp frame must hold none of
+ * its locals (guard.h) */
+static __attribute__((noinline)) void
+segfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	/* Only user.segfs.* exists. For other namespaces (security.selinux,
 	 * system.posix_acl_access: ls -l asks for both on every file) say
@@ -1271,7 +1293,10 @@ static void segfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	}
 }
 
-static void segfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+/* noinline: GUARDED runs it, and its sigsetjmp frame must hold none of
+ * its locals (guard.h) */
+static __attribute__((noinline)) void
+segfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	if (ino_kind(ino) != K_SEGKEY && ino_kind(ino) != K_VIEWKEY) {
 		reply_xattr_value(req, "", 0, size);
@@ -1372,20 +1397,84 @@ static void segfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 	erofs_entry(req);
 }
 
+/* ---- requests that read segments, guarded (guard.h) ---------------------- */
+
+/* A read of a mapping faulted: its segment is damaged from now on, and
+ * the request fails. Each of these requests replies last, after every
+ * read of a mapping (a read's reply may point into one: the kernel's copy
+ * then fails, not this process). */
+static void fault_reply(fuse_req_t req)
+{
+	slot_damage_at(guard_fault_addr);
+	fuse_reply_err(req, EIO);
+}
+
+static void guarded_lookup(fuse_req_t req, fuse_ino_t parent,
+                           const char *name)
+{
+	GUARDED(fault_reply(req), segfs_lookup(req, parent, name));
+}
+
+static void guarded_getattr(fuse_req_t req, fuse_ino_t ino,
+                            struct fuse_file_info *fi)
+{
+	GUARDED(fault_reply(req), segfs_getattr(req, ino, fi));
+}
+
+static void guarded_read(fuse_req_t req, fuse_ino_t ino, size_t size,
+                         off_t off, struct fuse_file_info *fi)
+{
+	GUARDED(fault_reply(req), segfs_read(req, ino, size, off, fi));
+}
+
+/* An open listing's cursors are not used after a fault under them. */
+static void readdir_fault(fuse_req_t req, struct fuse_file_info *fi)
+{
+	dirh *h = (dirh *)(uintptr_t)fi->fh;
+	if (h)
+		h->broken = true;
+	fault_reply(req);
+}
+
+static void guarded_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+                            off_t off, struct fuse_file_info *fi)
+{
+	GUARDED(readdir_fault(req, fi),
+	        do_readdir(req, ino, size, off, fi, false));
+}
+
+static void guarded_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+                                off_t off, struct fuse_file_info *fi)
+{
+	GUARDED(readdir_fault(req, fi),
+	        do_readdir(req, ino, size, off, fi, true));
+}
+
+static void guarded_getxattr(fuse_req_t req, fuse_ino_t ino,
+                             const char *name, size_t size)
+{
+	GUARDED(fault_reply(req), segfs_getxattr(req, ino, name, size));
+}
+
+static void guarded_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	GUARDED(fault_reply(req), segfs_listxattr(req, ino, size));
+}
+
 static const struct fuse_lowlevel_ops segfs_ops = {
-	.lookup = segfs_lookup,
+	.lookup = guarded_lookup,
 	.forget = segfs_forget,
 	.forget_multi = segfs_forget_multi,
-	.getattr = segfs_getattr,
+	.getattr = guarded_getattr,
 	.open = segfs_open,
-	.read = segfs_read,
+	.read = guarded_read,
 	.opendir = segfs_opendir,
-	.readdir = segfs_readdir,
-	.readdirplus = segfs_readdirplus,
+	.readdir = guarded_readdir,
+	.readdirplus = guarded_readdirplus,
 	.releasedir = segfs_releasedir,
 	.statfs = segfs_statfs,
-	.getxattr = segfs_getxattr,
-	.listxattr = segfs_listxattr,
+	.getxattr = guarded_getxattr,
+	.listxattr = guarded_listxattr,
 	.mknod = segfs_mknod,
 	.mkdir = segfs_mkdir,
 	.unlink = segfs_unlink,
@@ -1547,7 +1636,7 @@ int main(int argc, char *argv[])
 	    fuse_session_new(&args, &segfs_ops, sizeof segfs_ops, NULL);
 	if (!se)
 		goto out_unload;
-	if (fuse_set_signal_handlers(se) != 0)
+	if (guard_install() != 0 || fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
 		goto out_signals;

@@ -98,6 +98,8 @@ typedef struct slot {
 	bool retired;        /* no longer live */
 	bool linked;         /* .NAME.retired is ours to delete at death */
 	bool busy;           /* an input of a queued or running job */
+	atomic_bool damaged; /* its file was cut short under the mapping:
+	                      * nothing reads it any more (guard.h) */
 } slot;
 
 typedef struct snap {
@@ -145,6 +147,15 @@ static inline bool slot_alive(const slot *s)
 {
 	return s && __atomic_load_n(&s->seg, __ATOMIC_ACQUIRE) != NULL;
 }
+static inline bool slot_damaged(const slot *s)
+{
+	return s && atomic_load(&s->damaged);
+}
+/* After a fault at addr in a guarded read (guard.h): marks the slot whose
+ * mapping holds addr damaged and says so once on stderr; returns it.
+ * Aborts when no segment holds addr (that SIGBUS was not a cut-short
+ * file). */
+slot *slot_damage_at(const void *addr);
 snap *snap_get(uint64_t id);
 void slot_ref(slot *s, uint64_t n);
 void slot_unref(slot *s, uint64_t n);

@@ -630,9 +630,35 @@ void tls_release(void)
 	pthread_setspecific(S.tls_key, NULL);
 }
 
+slot *slot_damage_at(const void *addr)
+{
+	slot *found = NULL;
+	uint64_t off = 0;
+	pthread_mutex_lock(&S.lock); /* segments are released under it */
+	for (uint64_t id = 0; id < slots.next && !found; id++) {
+		slot *s = slot_get(id);
+		if (s && s->seg && kvs_segment_offset(s->seg, addr, &off))
+			found = s;
+	}
+	pthread_mutex_unlock(&S.lock);
+	if (!found) {
+		fprintf(stderr, "segfs: SIGBUS at %p, outside every segment\n",
+		        addr);
+		abort();
+	}
+	if (!atomic_exchange(&found->damaged, true))
+		fprintf(stderr,
+		        "segfs: %s: reading byte %" PRIu64 " of its mapping "
+		        "failed (SIGBUS): the file is shorter than when it was "
+		        "opened; its keys (and view/ while it is live) now fail "
+		        "with EIO, and merges of it fail\n",
+		        found->name, off);
+	return found;
+}
+
 kvs_cursor *slot_cursor(slot *s)
 {
-	if (!s)
+	if (!s || slot_damaged(s))
 		return NULL;
 	tls_cursors *t = pthread_getspecific(S.tls_key);
 	if (!t) {

@@ -338,6 +338,16 @@ void kvs_segment_ref(kvs_segment *s)
 	atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
 }
 
+bool kvs_segment_offset(const kvs_segment *s, const void *p,
+                        uint64_t *offset)
+{
+	uintptr_t a = (uintptr_t)p, base = (uintptr_t)s->data;
+	if (a < base || a - base >= s->len)
+		return false;
+	*offset = a - base;
+	return true;
+}
+
 void kvs_segment_unref(kvs_segment *s)
 {
 	if (!s)

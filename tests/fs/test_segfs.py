@@ -116,14 +116,15 @@ def bitkey_sort(recs):
 
 
 class Mount:
-    def __init__(self, segdir, *opts, expect_fail=False):
+    def __init__(self, segdir, *opts, expect_fail=False, env=None):
         self.mnt = tempfile.mkdtemp(prefix="segfs-mnt-")
         self.log = tempfile.TemporaryFile()
         args = [SEGFS, "-f", segdir, self.mnt]
         for o in opts:
             args += ["-o", o]
         self.proc = subprocess.Popen(args, stderr=self.log,
-                                     stdout=subprocess.DEVNULL)
+                                     stdout=subprocess.DEVNULL,
+                                     env=dict(os.environ, **(env or {})))
         deadline = time.time() + 30
         while not os.path.ismount(self.mnt):
             if self.proc.poll() is not None:
@@ -945,6 +946,48 @@ def test_status_after_listing(tmp):
     check_clean(d, "after listings")
 
 
+def test_truncated_segment(tmp):
+    """A segment file cut short while mounted (truncated in place by another
+    process): reads of what is gone fail with EIO and nothing else, segfs
+    names the file on stderr, keeps serving the other segment and refuses
+    to merge the damaged one, leaving no file behind."""
+    for when in ("read", "merge"):
+        d = os.path.join(tmp, "cut-" + when)
+        os.mkdir(d)
+        keys = [b"k%06d" % i for i in range(20000)]
+        build(os.path.join(d, "a.seg"), [(k, 8 * len(k), b"v" * 50) for k in keys],
+              seq=1)
+        build(os.path.join(d, "b.seg"), [(b"z1", 16, b"one")], seq=2)
+        subprocess.run([KVSEG, "catalog", d, "init"], check=True,
+                       capture_output=True)
+        before = dir_state(d)
+        # a fault abandons what the faulting request had allocated (fs/guard.h)
+        m = Mount(d, env={"ASAN_OPTIONS": "detect_leaks=0"})
+        try:
+            check(read(m.path("view", "k000001")) == b"v" * 50, "a key before")
+            os.truncate(os.path.join(d, "a.seg"), 300000)
+            if when == "read":
+                for path in (("view", "k019999"), ("segments", "a.seg", "k019998"),
+                             ("view", "k000002")):
+                    expect_errno(lambda: read(m.path(*path)), [errno.EIO],
+                                 "%s: %s after the cut" % (when, "/".join(path)))
+                expect_errno(lambda: os.listdir(m.path("segments", "a.seg")),
+                             [errno.EIO], "a listing of the cut segment")
+            check(read(m.path("segments", "b.seg", "z1")) == b"one",
+                  "%s: the other segment is served" % when)
+            check(request(m, b"merge all\n") == 0, "%s: merge all" % when)
+            job = wait(m, 1)
+            check(job["state"] == "failed" and "a.seg" in job["error"] and
+                  "shorter" in job["error"],
+                  "%s: the merge fails, naming the file: %r" % (when, job))
+            check(dir_state(d) == before, "%s: nothing changed in %s" % (when, d))
+        finally:
+            m.close()
+        err = m.stderr()
+        check("a.seg" in err and "SIGBUS" in err and "shorter" in err,
+              "%s: stderr names the cut file: %r" % (when, err[-500:]))
+
+
 def test_random_requests(tmp):
     """500 random requests, from the grammar's words and random bytes:
     each is accepted or fails with one of the documented errnos, the
@@ -1146,7 +1189,8 @@ def main():
     tests = [test_modes, test_names, test_mutations, test_large, test_threads,
              test_sep, test_bad_segment, test_corrupt_body, test_signals,
              test_merge_live, test_retired_readers, test_bad_requests,
-             test_status_after_listing, test_random_requests, test_cancel, test_kill_during_merge,
+             test_status_after_listing, test_truncated_segment,
+             test_random_requests, test_cancel, test_kill_during_merge,
              test_enospc, test_external_change]
     with tempfile.TemporaryDirectory(prefix="segfs-test-") as tmp:
         for t in tests:

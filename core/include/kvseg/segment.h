@@ -199,6 +199,15 @@ void kvs_segment_ref(kvs_segment *s);
 /* Drops a reference; the last one unmaps the file. NULL is ignored. */
 void kvs_segment_unref(kvs_segment *s);
 
+/*
+ * Whether address p lies in s's bytes (the file's mapping, or the memory
+ * given to kvs_segment_open_memory); if so, *offset is its offset in them.
+ * For a SIGBUS handler's caller: a mapping faults where the file has been
+ * cut short since it was opened.
+ */
+bool kvs_segment_offset(const kvs_segment *s, const void *p,
+                        uint64_t *offset);
+
 void kvs_segment_info_get(const kvs_segment *s, kvs_segment_info *info);
 
 /*
