@@ -26,6 +26,11 @@ extern _Thread_local void *volatile guard_fault_addr;
 /* Installs the SIGBUS handler; once, before any thread starts. */
 int guard_install(void);
 
+/* What a GUARDED call runs is kept out of line (static GUARDED_FN void
+ * f(...)): its locals must not live in the frame of sigsetjmp, where
+ * they would be indeterminate after the jump. */
+#define GUARDED_FN __attribute__((noinline))
+
 #define GUARDED(on_fault, call)                                                \
 	do {                                                                   \
 		sigjmp_buf guard_here_;                                        \

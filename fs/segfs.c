@@ -630,10 +630,8 @@ static void lookup_wait(fuse_req_t req, const char *name)
 	reply_ino(req, make_ino(K_WAIT, id));
 }
 
-/* noinline: GUARDED runs it, and its sigsetjmp frame must hold none of
- * its locals (guard.h) */
-static __attribute__((noinline)) void segfs_lookup(fuse_req_t req, fuse_ino_t parent,
-                                              const char *name)
+static GUARDED_FN void segfs_lookup(fuse_req_t req, fuse_ino_t parent,
+                                     const char *name)
 {
 	size_t len = strlen(name);
 	if (len > SEGFS_NAME_MAX) {
@@ -724,9 +722,7 @@ static void segfs_forget_multi(fuse_req_t req, size_t count,
 	fuse_reply_none(req);
 }
 
-/* noinline: GUARDED runs it, and its sigsetjmp frame must hold none of
- * its locals (guard.h) */
-static __attribute__((noinline)) void
+static GUARDED_FN void
 segfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)fi;
@@ -761,9 +757,7 @@ static void reply_slice(fuse_req_t req, const char *text, size_t len,
 	fuse_reply_buf(req, text + o, n);
 }
 
-/* noinline: GUARDED runs it, and its sigsetjmp frame must hold none of
- * its locals (guard.h) */
-static __attribute__((noinline)) void
+static GUARDED_FN void
 segfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
            struct fuse_file_info *fi)
 {
@@ -1070,9 +1064,7 @@ static void fixed_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	free(buf);
 }
 
-/* noinline: GUARDED runs it, and its sigsetjmp frame must hold none of
- * its locals (guard.h) */
-static __attribute__((noinline)) void
+static GUARDED_FN void
 do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
            struct fuse_file_info *fi, bool plus)
 {
@@ -1253,9 +1245,7 @@ static void reply_xattr_value(fuse_req_t req, const void *v, size_t len,
 		fuse_reply_buf(req, v, len);
 }
 
-/* noinline: GUARDED runs it, and its sigsetjmp frame must hold none of
- * its locals (guard.h) */
-static __attribute__((noinline)) void
+static GUARDED_FN void
 segfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	/* Only user.segfs.* exists. For other namespaces (security.selinux,
@@ -1293,9 +1283,7 @@ segfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 	}
 }
 
-/* noinline: GUARDED runs it, and its sigsetjmp frame must hold none of
- * its locals (guard.h) */
-static __attribute__((noinline)) void
+static GUARDED_FN void
 segfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	if (ino_kind(ino) != K_SEGKEY && ino_kind(ino) != K_VIEWKEY) {
