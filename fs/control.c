@@ -993,8 +993,8 @@ static kvs_status merge_fault(job *j)
 {
 	slot *s = slot_damage_at(guard_fault_addr);
 	set_error(j,
-	          "%s: the file is shorter than when it was opened (a read "
-	          "of it failed): nothing was merged",
+	          "%s: " DAMAGED_WHY " (a read of it failed): nothing was "
+	          "merged",
 	          s->name);
 	remove_merge_temp(j->out);
 	return KVS_E_IO;
@@ -1024,8 +1024,8 @@ static void run(job *j)
 			pthread_mutex_unlock(&S.lock);
 			if (slot_damaged(s))
 				set_error(j,
-				          "%s: the file is shorter than when it "
-				          "was opened: it cannot be merged",
+				          "%s: " DAMAGED_WHY
+				          ": it cannot be merged",
 				          s->name);
 			else
 				set_error(j,

@@ -12,7 +12,7 @@
  *
  * What `call` had done before the fault stays done: memory it allocated
  * and counts it took are not given back. A damaged segment is then
- * refused before any read (slot_damage), so this happens a few times at
+ * refused before any read (slot_damage_at), so this happens a few times at
  * most, not once per request.
  */
 #ifndef SEGFS_GUARD_H

@@ -135,21 +135,38 @@ static int dir_resolve(fuse_ino_t ino, dirref *d)
 	return err;
 }
 
+/* The scope's segments: how many, and the slot id of the i-th, oldest
+ * first (view/: the snapshot's live segments; segments/NAME: its one). */
+static size_t scope_count(const dirref *d)
+{
+	return d->sc.view ? d->sn->n : 1;
+}
+
+static uint32_t scope_id(const dirref *d, size_t i)
+{
+	return d->sc.view ? d->sn->live[i] : (uint32_t)d->sc.id;
+}
+
+/* Why slot s has no cursor for this thread: damaged (guard.h), out of
+ * memory, or `gone`. */
+static int no_cursor_errno(const slot *s, int gone)
+{
+	return slot_damaged(s) ? EIO : slot_alive(s) ? ENOMEM : gone;
+}
+
 /* This thread's cursors on the scope's segments (oldest first, in a
  * malloc'd array the caller frees). */
 static int scope_cursors(const dirref *d, kvs_cursor ***out, size_t *n)
 {
-	size_t k = d->sc.view ? d->sn->n : 1;
+	size_t k = scope_count(d);
 	kvs_cursor **c = calloc(k ? k : 1, sizeof *c);
 	if (!c)
 		return ENOMEM;
 	for (size_t i = 0; i < k; i++) {
-		slot *s = slot_get(d->sc.view ? d->sn->live[i] : d->sc.id);
+		slot *s = slot_get(scope_id(d, i));
 		if (!(c[i] = slot_cursor(s))) {
 			free(c);
-			return slot_damaged(s) ? EIO
-			       : slot_alive(s) ? ENOMEM
-			                       : ENOENT;
+			return no_cursor_errno(s, ENOENT);
 		}
 	}
 	*out = c;
@@ -160,10 +177,8 @@ static int scope_cursors(const dirref *d, kvs_cursor ***out, size_t *n)
 /* Is a segment of the directory's scope damaged (guard.h)? */
 static bool scope_damaged(const dirref *d)
 {
-	size_t k = d->sc.view ? d->sn->n : 1;
-	for (size_t i = 0; i < k; i++)
-		if (slot_damaged(
-		        slot_get(d->sc.view ? d->sn->live[i] : d->sc.id)))
+	for (size_t i = 0; i < scope_count(d); i++)
+		if (slot_damaged(slot_get(scope_id(d, i))))
 			return true;
 	return false;
 }
@@ -176,19 +191,17 @@ static bool scope_tombstones(const dirref *d)
 /* A composed cursor of the directory's own (for open directories). */
 static int scope_open(const dirref *d, vcursor *vc)
 {
-	size_t k = d->sc.view ? d->sn->n : 1;
+	if (scope_damaged(d))
+		return EIO;
+	size_t k = scope_count(d);
 	kvs_segment **segs = calloc(k ? k : 1, sizeof *segs);
 	if (!segs)
 		return ENOMEM;
 	int err = 0;
 	pthread_mutex_lock(&S.lock);
-	for (size_t i = 0; i < k && !err; i++) {
-		slot *s = slot_get(d->sc.view ? d->sn->live[i] : d->sc.id);
-		if (!(segs[i] = s->seg))
+	for (size_t i = 0; i < k && !err; i++)
+		if (!(segs[i] = slot_get(scope_id(d, i))->seg))
 			err = ENOENT;
-		else if (slot_damaged(s))
-			err = EIO;
-	}
 	if (!err)
 		err = kvs_errno(vc_open(vc, segs, k, scope_tombstones(d)));
 	pthread_mutex_unlock(&S.lock);
@@ -199,7 +212,7 @@ static int scope_open(const dirref *d, vcursor *vc)
 /* The slot of a composed cursor's current binding. */
 static uint32_t vc_slot(const dirref *d, const vcursor *vc)
 {
-	return d->sc.view ? d->sn->live[vc->winner] : (uint32_t)d->sc.id;
+	return scope_id(d, (size_t)vc->winner);
 }
 
 /* Looks key up in the directory's scope: *found when it has a visible
@@ -208,9 +221,9 @@ static int scope_lookup(const dirref *d, const uint8_t *key, uint64_t bits,
                         bool *found, uint32_t *slot_out, uint64_t *ord)
 {
 	*found = false;
-	size_t k = d->sc.view ? d->sn->n : 1;
+	size_t k = scope_count(d);
 	while (k-- > 0) { /* newest first */
-		uint32_t id = d->sc.view ? d->sn->live[k] : (uint32_t)d->sc.id;
+		uint32_t id = scope_id(d, k);
 		kvs_cursor *c = slot_cursor(slot_get(id));
 		if (!c)
 			return slot_damaged(slot_get(id)) ? EIO : ENOENT;
@@ -307,7 +320,7 @@ static int key_at(uint64_t id, uint64_t ord, kvs_cursor **out)
 		return ENOENT;
 	kvs_cursor *c = slot_cursor(s);
 	if (!c)
-		return slot_damaged(s) ? EIO : slot_alive(s) ? ENOMEM : ESTALE;
+		return no_cursor_errno(s, ESTALE);
 	/* a lookup leaves this thread's cursor on the record its reply then
 	 * describes, and the kernel's read usually follows: no second seek */
 	if (kvs_cursor_valid(c) && kvs_cursor_ordinal(c) == ord) {
@@ -855,7 +868,6 @@ typedef struct dirh {
 	dirref d;
 	vcursor vc;
 	off_t next_off; /* the offset the cursor's position continues, or -1 */
-	bool broken;    /* a read faulted under vc: it is not used again */
 } dirh;
 
 static void segfs_opendir(fuse_req_t req, fuse_ino_t ino,
@@ -1074,7 +1086,9 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	dirref *d = &h->d;
-	if (h->broken || scope_damaged(d)) {
+	/* a fault under vc marked a segment of the scope damaged: the
+	 * listing's cursors are not used again */
+	if (scope_damaged(d)) {
 		fuse_reply_err(req, EIO);
 		return;
 	}
@@ -1415,26 +1429,17 @@ static void guarded_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 	GUARDED(fault_reply(req), segfs_read(req, ino, size, off, fi));
 }
 
-/* An open listing's cursors are not used after a fault under them. */
-static void readdir_fault(fuse_req_t req, struct fuse_file_info *fi)
-{
-	dirh *h = (dirh *)(uintptr_t)fi->fh;
-	if (h)
-		h->broken = true;
-	fault_reply(req);
-}
-
 static void guarded_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
                             off_t off, struct fuse_file_info *fi)
 {
-	GUARDED(readdir_fault(req, fi),
+	GUARDED(fault_reply(req),
 	        do_readdir(req, ino, size, off, fi, false));
 }
 
 static void guarded_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
                                 off_t off, struct fuse_file_info *fi)
 {
-	GUARDED(readdir_fault(req, fi),
+	GUARDED(fault_reply(req),
 	        do_readdir(req, ino, size, off, fi, true));
 }
 

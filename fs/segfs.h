@@ -147,6 +147,8 @@ static inline bool slot_alive(const slot *s)
 {
 	return s && __atomic_load_n(&s->seg, __ATOMIC_ACQUIRE) != NULL;
 }
+/* What a damaged slot's messages say of its file. */
+#define DAMAGED_WHY "the file is shorter than when it was opened"
 static inline bool slot_damaged(const slot *s)
 {
 	return s && atomic_load(&s->damaged);

@@ -649,9 +649,9 @@ slot *slot_damage_at(const void *addr)
 	if (!atomic_exchange(&found->damaged, true))
 		fprintf(stderr,
 		        "segfs: %s: reading byte %" PRIu64 " of its mapping "
-		        "failed (SIGBUS): the file is shorter than when it was "
-		        "opened; its keys (and view/ while it is live) now fail "
-		        "with EIO, and merges of it fail\n",
+		        "failed (SIGBUS): " DAMAGED_WHY "; its keys (and "
+		        "view/ while it is live) now fail with EIO, and merges "
+		        "of it fail\n",
 		        found->name, off);
 	return found;
 }
