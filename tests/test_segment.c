@@ -1156,6 +1156,14 @@ static void round_trip(const char *dir, const recset *rs,
 	EXPECT_ST(kvs_segment_open_memory(&s, m, len, &err), KVS_OK,
 	          "kvs_segment_open_memory: %s", err.message);
 	check_segment(s, rs, o, len, m);
+	/* kvs_segment_offset: the bytes given, and nothing around them */
+	uint64_t at = U64MAX;
+	if (!kvs_segment_offset(s, m, &at) || at != 0 ||
+	    !kvs_segment_offset(s, m + len - 1, &at) || at != len - 1)
+		FAILF("kvs_segment_offset inside the %zu bytes", len);
+	if (kvs_segment_offset(s, m + len, &at) ||
+	    kvs_segment_offset(s, (const uint8_t *)&at, &at) || at != len - 1)
+		FAILF("kvs_segment_offset outside the %zu bytes", len);
 	kvs_segment_unref(s);
 	free(m);
 	free(f1);
