@@ -1435,8 +1435,10 @@ tout_key_bits(fast_bw *o, const uint8_t *key, uint64_t start, uint64_t n)
 /*
  * Appends n bits of s from bit x (BIT_SPARE bits readable after them).
  * The output's bytes from p on are the stream's bits from x - bits (the
- * pending bits first), so whole 8-byte words are stored with one load and
- * three shifts each, and no word waits for the one before it.
+ * pending bits first), so the output is stored in 56-bit chunks, chunk i
+ * the 8 bytes at q + 7i shifted by d: one load, one shift and one store
+ * each, and no chunk waits for another (each store's last byte is
+ * overwritten by the next).
  */
 static inline __attribute__((always_inline)) void
 tout_stream_bits(fast_bw *o, const uint8_t *s, uint64_t x, uint64_t n)
@@ -1451,19 +1453,16 @@ tout_stream_bits(fast_bw *o, const uint8_t *s, uint64_t x, uint64_t n)
 	}
 	uint64_t y = x - ob, total = ob + n;
 	const uint8_t *q = s + y / 8;
-	unsigned d = (unsigned)(y & 7), e = 63 - d;
+	unsigned d = (unsigned)(y & 7);
 	uint64_t keep = ~(~(uint64_t)0 >> ob); /* the pending bits */
-	/* word i is w[i] << d | w[i + 1] >> (64 - d), w[i] the 8 bytes at
-	 * q + 8i; each turn adds the second half and stores */
-	uint64_t wd = (o->acc & keep) | (kvs_load_be64(q) << d & ~keep);
 	uint8_t *p = o->p;
 	/* a long value: the first word, then 32-byte blocks (out of line),
-	 * then words */
+	 * then chunks */
 	if (__builtin_expect(total >= 64 + 256 + 64, 0)) {
-		q += 8;
-		uint64_t next = kvs_load_be64(q);
-		kvs_store_be64(p, wd | (next >> 1) >> e);
+		uint64_t first = (o->acc & keep) | (kvs_load_be64(q) << d & ~keep);
+		kvs_store_be64(p, first | (kvs_load_be64(q + 8) >> 1) >> (63 - d));
 		p += 8;
+		q += 8;
 		total -= 64;
 		/* output byte j is now q[j] << d | q[j + 1] >> (8 - d); the
 		 * blocks read q[0 .. 32 blocks], within the total bits */
@@ -1472,22 +1471,21 @@ tout_stream_bits(fast_bw *o, const uint8_t *s, uint64_t x, uint64_t n)
 		p += 32 * blocks;
 		q += 32 * blocks;
 		total -= 256 * (uint64_t)blocks;
-		wd = kvs_load_be64(q) << d;
+		keep = 0; /* nothing pending */
 	}
-	for (; total >= 64; total -= 64) {
-		q += 8;
-		uint64_t next = kvs_load_be64(q);
-		kvs_store_be64(p, wd | (next >> 1) >> e);
-		p += 8;
-		wd = next << d;
+	/* the last chunk holds the last total % 56 bits (its load ends at
+	 * most 64 bits past them): its whole bytes stored, the rest pending */
+	uint64_t chunks = total / 56;
+	uint64_t c = (o->acc & keep) | (kvs_load_be64(q) << d & ~keep);
+	kvs_store_be64(p, c);
+	for (uint64_t i = 1; i <= chunks; i++) {
+		c = kvs_load_be64(q + 7 * i) << d;
+		kvs_store_be64(p + 7 * i, c);
 	}
-	wd |= (kvs_load_be64(q + 8) >> 1) >> e;
-	/* the last total (< 64) bits: whole bytes stored, the rest pending;
-	 * the bits past them are overwritten by the next store */
-	kvs_store_be64(p, wd);
-	unsigned whole = (unsigned)total & ~7u, rest = (unsigned)total & 7;
-	o->p = p + whole / 8;
-	o->acc = (wd << whole) & ~(~(uint64_t)0 >> rest);
+	unsigned whole = (unsigned)(total - 56 * chunks) & ~7u,
+	         rest = (unsigned)total & 7;
+	o->p = p + 7 * chunks + whole / 8;
+	o->acc = (c << whole) & ~(~(uint64_t)0 >> rest);
 	o->bits = rest;
 }
 
