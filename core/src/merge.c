@@ -1225,7 +1225,10 @@ static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
 	uint64_t j = lcp / 64;
 	unsigned off = (unsigned)(lcp % 64);
 	uint8_t *k = b->key + 8 * j;
-	uint64_t old = kvs_load_be64(k), first = bits64(s, x);
+	/* the word takes first's top 64 - off bits: bits57's unless off < 7 */
+	uint64_t old = kvs_load_be64(k), first = bits57(s, x);
+	if (__builtin_expect(off < 7, 0))
+		first = bits64(s, x);
 	/* the previous key's bit at lcp (read, not used, when lcp == len) */
 	bool follows = (first >> 63) & ((lcp == len) | !((old << off) >> 63));
 	if (!follows)
@@ -1484,7 +1487,7 @@ tout_stream_bits(fast_bw *o, const uint8_t *s, uint64_t x, uint64_t n)
 	}
 	unsigned whole = (unsigned)(total - 56 * chunks) & ~7u,
 	         rest = (unsigned)total & 7;
-	o->p = p + 7 * chunks + whole / 8;
+	o->p = p + total / 8; /* 7 bytes a chunk, then whole / 8 */
 	o->acc = (c << whole) & ~(~(uint64_t)0 >> rest);
 	o->bits = rest;
 }
@@ -1567,7 +1570,7 @@ tout_usual(tout *o, const tin *b, bool typed)
 	 */
 	if (b->inl && lcp >= b->flcp) {
 		uint64_t from = b->x + (lcp - b->flcp);
-		if ((typed && b->tomb) || b->vref == o->fvlen) {
+		if (b->vref == o->fvlen || (typed && b->tomb)) {
 			tout_stream_bits(bw, b->s, from, b->pos - from);
 			if (typed && b->tomb)
 				o->tombstones++;
