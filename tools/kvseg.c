@@ -545,5 +545,9 @@ int main(int argc, char **argv)
 	v = find_verb(argv[1]);
 	if (!v)
 		return cli_usage(NULL, "unknown verb '%s'", argv[1]);
+	if (cli_fault_install(v->name) != 0) {
+		cli_error(v->name, NULL, "sigaction: %s", strerror(errno));
+		return EXIT_SYSTEM;
+	}
 	return v->run(argc - 1, argv + 1);
 }

@@ -334,6 +334,7 @@ static int runs_init(struct runs *runs, const char *out)
 		cli_error("build", NULL, "out of memory");
 		return EXIT_SYSTEM;
 	}
+	cli_fault_remove(&runs->paths, &runs->count);
 	return EXIT_OK;
 }
 
@@ -352,6 +353,7 @@ static char *runs_name(const struct runs *runs, const char *what, size_t n)
 /* Removes every run file, whatever became of the build. */
 static void runs_free(struct runs *runs)
 {
+	cli_fault_remove(NULL, NULL);
 	for (size_t i = 0; i < runs->count; i++) {
 		unlink(runs->paths[i]);
 		free(runs->paths[i]);

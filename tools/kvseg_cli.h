@@ -8,8 +8,9 @@
  * writes (through sorted runs and a merge when the input exceeds its
  * memory bound), kvseg_read.c reads records out (get, scan, dump),
  * kvseg_info.c reports on segments (verify, stat), kvseg_merge.c merges
- * segments (merge, and the merge step of catalog) and kvseg_catalog.c
- * manages a directory's catalog.
+ * segments (merge, and the merge step of catalog), kvseg_catalog.c
+ * manages a directory's catalog and kvseg_fault.c ends kvseg cleanly when
+ * a segment file is cut short under it.
  */
 #ifndef KVSEG_CLI_H
 #define KVSEG_CLI_H
@@ -33,6 +34,14 @@ enum {
 
 /* kvseg was started with stdin closed (main gave it /dev/null). */
 extern bool cli_stdin_closed;
+
+/* kvseg_fault.c: a segment cut short while mapped ends kvseg with a message
+ * naming it and status 3, its temporary files removed. Installed once,
+ * for the verb that runs. */
+int cli_fault_install(const char *verb);
+/* Files to remove too on such a fault (build's runs: *paths[0 .. *count));
+ * NULL, NULL for none. */
+void cli_fault_remove(char **const *paths, const size_t *count);
 
 /* The exit code for a libkvseg failure: 4 for I/O and memory, else 3. */
 int exit_for_status(kvs_status st);

@@ -21,6 +21,7 @@ import random
 import re
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -1262,11 +1263,121 @@ def test_build_memory():
         check(r.rc == 0, "build --memory %s" % good, r)
 
 
+# ---- a segment cut short while kvseg reads it -------------------------------
+
+
+def cut_while_stopped(args, d, ready, victim, stdin=None):
+    """Runs kvseg ARGS in d, stops it (SIGSTOP) as soon as ready() holds,
+    truncates victim (a name, or a function giving it then) to 4096 bytes
+    and lets kvseg go on. Returns (rc, stderr), or None when kvseg ended
+    before it could be stopped."""
+    proc = subprocess.Popen([KVSEG] + [str(a) for a in args], cwd=d,
+                            stdin=subprocess.PIPE if stdin else
+                            subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if stdin:
+        proc.stdin.write(stdin)
+        proc.stdin.close()
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and not ready():
+        if time.monotonic() > deadline:
+            proc.kill()
+            break
+    if proc.poll() is not None:
+        proc.wait()
+        return None
+    os.kill(proc.pid, signal.SIGSTOP)
+    os.truncate(os.path.join(d, victim() if callable(victim) else victim),
+                4096)
+    os.kill(proc.pid, signal.SIGCONT)
+    err = proc.stderr.read().decode("utf-8", "replace")
+    return proc.wait(), err
+
+
+def expect_cut_error(rc, err, verb, victim, what):
+    check(rc == 3, "%s: exit %d, not 3: %s" % (what, rc, err.strip()))
+    check(err.startswith("kvseg %s: " % verb) and victim in err and
+          "cut short" in err and "damaged segment" in err and
+          err.count("\n") == 1, "%s: the message %r" % (what, err))
+    for word in ("Sanitizer", "runtime error:", "Bus error"):
+        check(word not in err, "%s: %r on stderr" % (what, word))
+
+
+def test_cut_short():
+    """A segment file truncated in place while kvseg reads it (another
+    process's doing): one message naming the file and exit 3, never "Bus
+    error"; no output file, temporary file or run left behind, and the
+    files kvseg did not write untouched."""
+    d = path("cut")
+    os.mkdir(d)
+    n = 300000
+    lines = b"".join(b"key%09d\tvalue-of-%09d\n" % (i, i) for i in range(n))
+    r = kvseg("build", os.path.join(d, "a.seg"), stdin=lines)
+    expect_rc(r, 0, "build a.seg")
+    r = kvseg("build", os.path.join(d, "b.seg"),
+              stdin=b"".join(b"key%09d\tb\n" % i
+                             for i in range(0, 2 * n, 3)))
+    expect_rc(r, 0, "build b.seg")
+    b_bytes = open(os.path.join(d, "b.seg"), "rb").read()
+    a_bytes = open(os.path.join(d, "a.seg"), "rb").read()
+
+    # dump, blocked on a full pipe: what it printed is the dump's start
+    proc = subprocess.Popen([KVSEG, "dump", "a.seg"], cwd=d,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    head = proc.stdout.read(1 << 16)
+    os.truncate(os.path.join(d, "a.seg"), 4096)
+    out = head + proc.stdout.read()
+    err = proc.stderr.read().decode("utf-8", "replace")
+    rc = proc.wait()
+    expect_cut_error(rc, err, "dump", "a.seg", "dump of a file cut short")
+    check(len(out) < len(lines) and lines.startswith(out[:out.rfind(b"\n")
+                                                         + 1]),
+          "dump printed %d bytes: a start of the dump" % len(out))
+
+    # merge, stopped once its temporary output exists: none is left
+    for attempt in range(4):
+        with open(os.path.join(d, "a.seg"), "wb") as f:
+            f.write(a_bytes)
+        got = cut_while_stopped(
+            ["merge", "out.seg", "a.seg", "b.seg"], d,
+            lambda: any(".tmp-" in x for x in os.listdir(d)), "a.seg")
+        if got is not None:
+            break
+        os.unlink(os.path.join(d, "out.seg"))
+    if check(got is not None, "merge: stopped while it ran"):
+        expect_cut_error(*got, "merge", "a.seg", "merge of a file cut short")
+        check(sorted(os.listdir(d)) == ["a.seg", "b.seg"] and
+              open(os.path.join(d, "b.seg"), "rb").read() == b_bytes,
+              "merge: no output, nothing hidden left, the other input "
+              "unchanged: %r" % os.listdir(d))
+
+    # build --memory, stopped in its merge of the runs: no run is left
+    os.unlink(os.path.join(d, "a.seg"))
+    for attempt in range(4):
+        got = cut_while_stopped(
+            ["build", "--memory", "1M", "c.seg"], d,
+            lambda: any(".merge-" in x and ".tmp-" in x
+                        for x in os.listdir(d)),
+            lambda: min(x for x in os.listdir(d)
+                        if ".run-" in x and ".tmp-" not in x),
+            stdin=lines)
+        if got is not None:
+            break
+        os.unlink(os.path.join(d, "c.seg"))
+    if check(got is not None, "build --memory: stopped in its merge"):
+        expect_cut_error(*got, "build", ".c.seg.run-",
+                         "build whose run is cut short")
+        check(sorted(os.listdir(d)) == ["b.seg"],
+              "build: no output, no run, nothing hidden left: %r"
+              % os.listdir(d))
+    print("  cut short: dump, merge and build --memory stopped and cut")
+
+
 TESTS = [test_help, test_modes_and_formats, test_dump_across_modes,
          test_get, test_scan_filters, test_duplicates, test_bad_input,
          test_empty_and_bits, test_verify_and_corruption, test_stat,
          test_bad_arguments, test_large, test_merge, test_catalog,
-         test_build_memory]
+         test_build_memory, test_cut_short]
 
 
 def main():

@@ -1,0 +1,224 @@
+/*
+ * kvseg_fault.c — a segment file cut short while kvseg reads it.
+ *
+ * kvseg reads segments through their mappings (kvs_segment_open). When
+ * another process truncates a segment file in place after kvseg mapped it,
+ * a read of a page past the file's new end raises SIGBUS: kvseg would die
+ * with "Bus error" and leave the temporary output of a build or merge
+ * behind. The handler here instead names the file and the byte that is
+ * gone ("kvseg VERB: FILE: ..."), removes kvseg's own temporary files (the
+ * writer's and the catalog's ".NAME.tmp-XXXXXX" that kvseg holds open,
+ * and build's runs), and exits with status 3: a damaged segment. What was
+ * published before the fault stays as it was, and no output is left
+ * half-written.
+ *
+ * Everything the handler calls is async-signal-safe: open, read, readlink,
+ * fcntl, unlink, close, write and _exit. A SIGBUS that the kernel did not raise
+ * for an access (kill -BUS) ends kvseg as it always did.
+ */
+#include "kvseg_cli.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *fault_verb = "";
+static char **const *fault_paths;  /* build's runs: removed on a fault */
+static const size_t *fault_count;
+
+/* ---- async-signal-safe text --------------------------------------------- */
+
+struct out {
+	char buf[4096 + 512];
+	size_t len;
+};
+
+static void put(struct out *o, const char *s, size_t n)
+{
+	if (n > sizeof o->buf - 1 - o->len)
+		n = sizeof o->buf - 1 - o->len;
+	memcpy(o->buf + o->len, s, n);
+	o->len += n;
+}
+
+static void puts_(struct out *o, const char *s)
+{
+	put(o, s, strlen(s));
+}
+
+static void put_u64(struct out *o, uint64_t v)
+{
+	char d[24];
+	size_t i = sizeof d;
+	do {
+		d[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	put(o, d + i, sizeof d - i);
+}
+
+/* Parses hex digits at *p; moves *p past them. */
+static uint64_t hex(const char **p, const char *end)
+{
+	uint64_t v = 0;
+	for (; *p < end; (*p)++) {
+		char c = **p;
+		unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
+		             : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+		                                    : 16;
+		if (d == 16)
+			break;
+		v = v * 16 + d;
+	}
+	return v;
+}
+
+/*
+ * The file mapped at addr, from /proc/self/maps ("START-END PERMS OFFSET
+ * DEV INODE PATH" per line): its path into path (NUL-terminated) and the
+ * file offset of addr into *off. False when no file is mapped there.
+ */
+static bool mapped_file(uintptr_t addr, char *path, size_t cap, uint64_t *off)
+{
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	static char buf[8192];
+	size_t have = 0;
+	bool found = false;
+	for (;;) {
+		ssize_t n = read(fd, buf + have, sizeof buf - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		char *line = buf, *end = buf + have, *nl;
+		while (!found && (nl = memchr(line, '\n', (size_t)(end - line)))) {
+			const char *p = line;
+			uint64_t lo = hex(&p, nl);
+			p += p < nl; /* '-' */
+			uint64_t hi = hex(&p, nl);
+			if (addr >= lo && addr < hi) {
+				/* PERMS, then OFFSET */
+				while (p < nl && *p == ' ')
+					p++;
+				while (p < nl && *p != ' ')
+					p++;
+				while (p < nl && *p == ' ')
+					p++;
+				uint64_t base = hex(&p, nl);
+				const char *slash = memchr(p, '/', (size_t)(nl - p));
+				if (slash) {
+					size_t len = (size_t)(nl - slash);
+					if (len >= cap)
+						len = cap - 1;
+					memcpy(path, slash, len);
+					path[len] = '\0';
+					*off = base + (addr - lo);
+					found = true;
+				}
+				break;
+			}
+			line = nl + 1;
+		}
+		if (found || (line == buf && have == sizeof buf))
+			break; /* found, or a line longer than buf */
+		have = (size_t)(end - line);
+		memmove(buf, line, have);
+	}
+	close(fd);
+	return found;
+}
+
+/* ".NAME.tmp-XXXXXX": the writer's and the catalog's temporary files. */
+static bool temporary_name(const char *path)
+{
+	const char *name = strrchr(path, '/');
+	name = name ? name + 1 : path;
+	size_t len = strlen(name);
+	static const char tag[] = ".tmp-";
+	size_t tlen = sizeof tag - 1;
+	return name[0] == '.' && len >= 2 + tlen + 6 &&
+	       memcmp(name + len - 6 - tlen, tag, tlen) == 0;
+}
+
+/* Closes and removes the temporary files kvseg holds open for writing. */
+static void remove_temporaries(void)
+{
+	for (int fd = 3; fd < 1024; fd++) {
+		char link[32] = "/proc/self/fd/", path[4096];
+		struct out o = {.len = 0};
+		put_u64(&o, (uint64_t)fd);
+		memcpy(link + 14, o.buf, o.len);
+		link[14 + o.len] = '\0';
+		ssize_t n = readlink(link, path, sizeof path - 1);
+		if (n <= 0)
+			continue;
+		path[n] = '\0';
+		/* written by kvseg: an input it reads is never removed */
+		int mode = fcntl(fd, F_GETFL);
+		if (path[0] == '/' && temporary_name(path) && mode >= 0 &&
+		    (mode & O_ACCMODE) != O_RDONLY) {
+			unlink(path);
+			close(fd);
+		}
+	}
+	if (fault_paths && *fault_paths)
+		for (size_t i = 0; i < *fault_count; i++)
+			unlink((*fault_paths)[i]);
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	if (si->si_code <= 0) { /* sent, not raised by an access */
+		signal(sig, SIG_DFL);
+		raise(sig);
+		return;
+	}
+	static char path[4096];
+	static struct out o;
+	uint64_t off = 0;
+	bool known = mapped_file((uintptr_t)si->si_addr, path, sizeof path,
+	                         &off);
+	remove_temporaries();
+	o.len = 0;
+	puts_(&o, "kvseg ");
+	puts_(&o, fault_verb);
+	puts_(&o, ": ");
+	if (known) {
+		puts_(&o, path);
+		puts_(&o, ": the file was cut short while kvseg read it (its "
+		          "byte ");
+		put_u64(&o, off);
+		puts_(&o, " is gone): damaged segment");
+	} else {
+		puts_(&o, "a read of a mapped file failed (SIGBUS): a segment "
+		          "file was cut short while kvseg read it");
+	}
+	puts_(&o, "\n");
+	for (size_t done = 0; done < o.len;) {
+		ssize_t n = write(2, o.buf + done, o.len - done);
+		if (n <= 0)
+			break;
+		done += (size_t)n;
+	}
+	_exit(EXIT_DATA);
+}
+
+int cli_fault_install(const char *verb)
+{
+	fault_verb = verb;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_sigbus;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	return sigaction(SIGBUS, &sa, NULL);
+}
+
+void cli_fault_remove(char **const *paths, const size_t *count)
+{
+	fault_paths = paths;
+	fault_count = count;
+}
