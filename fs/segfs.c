@@ -1621,6 +1621,11 @@ int main(int argc, char *argv[])
 	S.timeout = cli.timeout;
 	S.workers = cli.workers;
 	S.queue = cli.queue;
+	/* before the first segment is opened: see guard.h */
+	if (guard_install() != 0) {
+		fprintf(stderr, "segfs: sigaction: %s\n", strerror(errno));
+		goto out_args;
+	}
 	state_load(); /* exits with a message when a segment is bad */
 
 	/* read-only files and directories, checked by the kernel */
@@ -1629,7 +1634,7 @@ int main(int argc, char *argv[])
 	    fuse_session_new(&args, &segfs_ops, sizeof segfs_ops, NULL);
 	if (!se)
 		goto out_unload;
-	if (guard_install() != 0 || fuse_set_signal_handlers(se) != 0)
+	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
 		goto out_signals;

@@ -4,6 +4,7 @@
  * the directories of -o sep, and the catalog watcher (segfs.h).
  */
 #include "segfs.h"
+#include "guard.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -166,6 +167,35 @@ snap *snap_current(void)
 
 /* ---- opening segments --------------------------------------------------------- */
 
+/*
+ * Opening a segment reads its mapping (the header, the index and, with
+ * -o verify, every page), so a file cut short meanwhile faults there too:
+ * guarded (guard.h), the open fails as damaged instead. step 0 opens
+ * (*seg set on success), step 1 verifies *seg.
+ */
+static GUARDED_FN kvs_status open_step(int step, const char *path,
+                                       kvs_segment **seg, kvs_error *err)
+{
+	if (step == 0)
+		return kvs_segment_open(seg, path, err);
+	kvs_error verr;
+	if (kvs_segment_verify(*seg, &verr) == KVS_OK)
+		return KVS_OK;
+	return kvs_error_set(err, KVS_E_CORRUPT, "%s: %s", path, verr.message);
+}
+
+static kvs_status guarded_open_step(int step, const char *path,
+                                    kvs_segment **seg, kvs_error *err)
+{
+	volatile kvs_status st = KVS_E_IO;
+	GUARDED(st = kvs_error_set(err, KVS_E_CORRUPT,
+	                           "%s: reading its mapping failed (SIGBUS): "
+	                           DAMAGED_WHY,
+	                           path),
+	        st = open_step(step, path, seg, err));
+	return st;
+}
+
 /* Opens and checks the catalog entry's segment as a new slot (not yet in
  * any table). */
 static int slot_open(const kvs_catalog_entry *e, slot **out, kvs_error *err)
@@ -176,7 +206,7 @@ static int slot_open(const kvs_catalog_entry *e, slot **out, kvs_error *err)
 	snprintf(s->name, sizeof s->name, "%s", e->name);
 	char path[PATH_MAX];
 	segdir_path(path, e->name, NULL);
-	kvs_status st = kvs_segment_open(&s->seg, path, err);
+	kvs_status st = guarded_open_step(0, path, &s->seg, err);
 	if (st == KVS_OK) {
 		kvs_segment_info_get(s->seg, &s->info);
 		if (s->info.file_bytes != e->size ||
@@ -191,12 +221,8 @@ static int slot_open(const kvs_catalog_entry *e, slot **out, kvs_error *err)
 	if (st == KVS_OK && stat(path, &s->st) < 0)
 		st = kvs_error_set(err, KVS_E_IO, "%s: %s", path,
 		                   strerror(errno));
-	if (st == KVS_OK && S.verify) {
-		kvs_error verr;
-		if (kvs_segment_verify(s->seg, &verr) != KVS_OK)
-			st = kvs_error_set(err, KVS_E_CORRUPT, "%s: %s", path,
-			                   verr.message);
-	}
+	if (st == KVS_OK && S.verify)
+		st = guarded_open_step(1, path, &s->seg, err);
 	if (st == KVS_OK && s->info.records > ORD_MASK)
 		st = kvs_error_set(err, KVS_E_UNSUPPORTED,
 		                   "%s: more than 2^40 records", path);

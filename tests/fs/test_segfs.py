@@ -988,6 +988,67 @@ def test_truncated_segment(tmp):
               "%s: stderr names the cut file: %r" % (when, err[-500:]))
 
 
+def test_cut_while_opening(tmp):
+    """A segment cut short while segfs opens and checks it (-o verify, at
+    mount): segfs stops it at the first read of what is gone, names the
+    file and exits 1 without mounting, and never dies of SIGBUS."""
+    d = os.path.join(tmp, "cut-open")
+    os.mkdir(d)
+    build(os.path.join(d, "a.seg"),
+          [(b"k%07d" % i, 64, b"v" * 40) for i in range(600000)], seq=1)
+    subprocess.run([KVSEG, "catalog", d, "init"], check=True,
+                   capture_output=True)
+    seg = os.path.join(d, "a.seg")
+    whole = open(seg, "rb").read()
+    target = os.fsencode(os.path.realpath(seg))
+    caught = None
+    for attempt in range(6):
+        with open(seg, "wb") as f:
+            f.write(whole)
+        mnt = tempfile.mkdtemp(prefix="segfs-mnt-")
+        # a fault abandons what the faulting call had allocated (guard.h)
+        proc = subprocess.Popen([SEGFS, "-f", d, mnt, "-o", "verify"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+        stopped = False
+        while proc.poll() is None and not os.path.ismount(mnt):
+            try:
+                with open("/proc/%d/maps" % proc.pid, "rb") as f:
+                    mapped = target in f.read()
+            except OSError:
+                mapped = False
+            if mapped:  # opened: its checks read the mapping
+                os.kill(proc.pid, signal.SIGSTOP)
+                stopped = True
+                break
+        if stopped:
+            os.truncate(seg, 4096)
+            os.kill(proc.pid, signal.SIGCONT)
+            deadline = time.time() + 60
+            while (proc.poll() is None and not os.path.ismount(mnt) and
+                   time.time() < deadline):
+                time.sleep(0.01)
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode(errors="replace")
+            if stopped:
+                caught = (proc.returncode, err)
+                os.rmdir(mnt)
+                break
+        # mounted before the cut could reach it: again
+        if os.path.ismount(mnt):
+            subprocess.run(["fusermount3", "-u", mnt], check=True)
+        proc.wait(timeout=60)
+        os.rmdir(mnt)
+    print("  cut while opening: %d attempt(s)" % (attempt + 1))
+    check(caught is not None, "segfs stopped while it checked a.seg")
+    if caught is not None:
+        rc, err = caught
+        check(rc == 1 and "a.seg" in err and "SIGBUS" in err and
+              "shorter than when it was opened" in err and
+              "Sanitizer" not in err,
+              "segfs names the cut file and exits 1: rc %d, %r" % (rc, err[-500:]))
+
+
 def test_random_requests(tmp):
     """500 random requests, from the grammar's words and random bytes:
     each is accepted or fails with one of the documented errnos, the
@@ -1190,6 +1251,7 @@ def main():
              test_sep, test_bad_segment, test_corrupt_body, test_signals,
              test_merge_live, test_retired_readers, test_bad_requests,
              test_status_after_listing, test_truncated_segment,
+             test_cut_while_opening,
              test_random_requests, test_cancel, test_kill_during_merge,
              test_enospc, test_external_change]
     with tempfile.TemporaryDirectory(prefix="segfs-test-") as tmp:
