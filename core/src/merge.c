@@ -1242,9 +1242,15 @@ static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
 	uint64_t keep = ~(~(uint64_t)0 >> off);
 	uint64_t word = (old & keep) | (first >> off);
 	uint64_t last = (klen - 1) / 64;
-	for (uint64_t y = x + 64 - off; j < last; j++, y += 64) {
+	if (j < last) { /* usually one word more: no loop for it */
+		uint64_t y = x + 64 - off;
 		kvs_store_be64(b->key + 8 * j, word);
 		word = bits64(s, y);
+		for (j++; j < last; j++) {
+			kvs_store_be64(b->key + 8 * j, word);
+			y += 64;
+			word = bits64(s, y);
+		}
 	}
 	unsigned valid = (unsigned)(klen - 64 * j); /* 1..64 */
 	kvs_store_be64(b->key + 8 * j, word & (~(uint64_t)0 << (64 - valid)));
