@@ -624,13 +624,18 @@ static int parse_merge(char **tok, size_t ntok, const snap *cur, job *j,
 		          tombstones);
 		goto out;
 	}
-	for (size_t k = 0; k < n; k++)
-		if (slot_get(cur->live[pos[k]])->busy) {
+	for (size_t k = 0; k < n; k++) {
+		const slot *in = slot_get(cur->live[pos[k]]);
+		if (in->busy) {
 			rc = fail(e, EBUSY,
-			          "%.100s is already being merged",
-			          slot_get(cur->live[pos[k]])->name);
+			          in->pending
+			              ? "%.100s is an input of an earlier request "
+			                "of this write"
+			              : "%.100s is already being merged",
+			          in->name);
 			goto out;
 		}
+	}
 	if (out) {
 		if (output_taken(out)) {
 			rc = fail(e, EEXIST, "name=%.100s: the file exists", out);
@@ -760,7 +765,8 @@ static int handle_line(char *line, size_t len, size_t pending, req_error *e,
 		          J.queued + pending);
 	if (!rc)
 		for (size_t k = 0; k < j->n; k++)
-			slot_get(j->inputs[k])->busy = true;
+			slot_get(j->inputs[k])->busy =
+			    slot_get(j->inputs[k])->pending = true;
 	pthread_mutex_unlock(&S.lock);
 	snap_unref(cur, 1);
 	if (rc) {
@@ -792,6 +798,7 @@ int control_write(const char *buf, size_t size)
 	req_error e = {0};
 	size_t nmade = 0;
 	int rc = 0;
+	char *rejected = NULL;
 	pthread_mutex_lock(&J.lock);
 	char *p = copy, *end = copy + size;
 	bool any = false;
@@ -811,9 +818,7 @@ int control_write(const char *buf, size_t size)
 			p[len] = save;
 		}
 		if (rc) {
-			pthread_mutex_unlock(&J.lock);
-			reject(text, &e);
-			pthread_mutex_lock(&J.lock);
+			rejected = text;
 			break;
 		}
 		if (made[nmade]) {
@@ -826,12 +831,17 @@ int control_write(const char *buf, size_t size)
 		if (!q)
 			break;
 	}
+	/* the write's requests are queued, or none is */
+	pthread_mutex_lock(&S.lock);
+	for (size_t i = 0; i < nmade; i++)
+		for (size_t k = 0; k < made[i]->n; k++) {
+			slot *in = slot_get(made[i]->inputs[k]);
+			in->pending = false;
+			if (rc)
+				in->busy = false;
+		}
+	pthread_mutex_unlock(&S.lock);
 	if (rc) { /* nothing of this write happens */
-		pthread_mutex_lock(&S.lock);
-		for (size_t i = 0; i < nmade; i++)
-			for (size_t k = 0; k < made[i]->n; k++)
-				slot_get(made[i]->inputs[k])->busy = false;
-		pthread_mutex_unlock(&S.lock);
 		for (size_t i = 0; i < nmade; i++)
 			free_job(made[i]);
 	} else {
@@ -855,6 +865,8 @@ int control_write(const char *buf, size_t size)
 		pthread_cond_broadcast(&J.wake);
 	}
 	pthread_mutex_unlock(&J.lock);
+	if (rc) /* its line in control/status, once the write is undone */
+		reject(rejected, &e);
 	free(made);
 	free(copy);
 	return rc;

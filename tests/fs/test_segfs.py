@@ -906,6 +906,18 @@ def test_bad_requests(tmp):
         check("already being merged" in status(m)[-1]["error"], "EBUSY's reason")
         job = [j for j in status(m) if j["state"] != "rejected"][0]["id"]
         check(wait(m, job)["state"] == "done", "the first merge ends")
+        # two requests of one write over the same input: neither is queued
+        n = len(status(m))
+        got = request(m, b"merge s2.seg r.seg\nmerge r.seg\n")
+        st = status(m)
+        check(got == errno.EBUSY and len(st) == n + 1 and
+              st[-1]["state"] == "rejected" and
+              "r.seg is an input of an earlier request of this write" in
+              (st[-1]["error"] or ""), "one write's overlapping requests: %s %r"
+              % (errno.errorcode.get(got, got), st[n:]))
+        check(request(m, b"merge s2.seg r.seg\n") == 0,
+              "the inputs of a rejected write are free")
+        check(wait(m, status(m)[-1]["id"])["state"] == "done", "that merge ends")
     finally:
         m.close()
     check_clean(d, "after bad requests")
