@@ -230,7 +230,8 @@ static kvs_status read_up_to(int fd, uint8_t *buf, size_t len,
  * is also fsynced, so that a catalog never names a file not yet durable.
  */
 static kvs_status probe_segment(const char *dir, const char *name,
-                                kvs_catalog_entry *e, bool sync, kvs_error *err)
+                                kvs_catalog_entry *e, bool sync,
+                                kvs_status missing, kvs_error *err)
 {
 	char path[PATH_MAX];
 	kvs_status st = path_in(path, dir, name, err);
@@ -238,8 +239,7 @@ static kvs_status probe_segment(const char *dir, const char *name,
 		return st;
 	struct stat sb;
 	if (lstat(path, &sb) < 0)
-		return kvs_error_set(err,
-		                     errno == ENOENT ? KVS_E_CORRUPT : KVS_E_IO,
+		return kvs_error_set(err, errno == ENOENT ? missing : KVS_E_IO,
 		                     "%s: %s", path, strerror(errno));
 	if (!S_ISREG(sb.st_mode))
 		return kvs_error_set(err, KVS_E_CORRUPT,
@@ -274,7 +274,8 @@ static kvs_status check_entry(const char *dir, const kvs_catalog_entry *want,
                               kvs_error *err)
 {
 	kvs_catalog_entry got = {0};
-	kvs_status st = probe_segment(dir, want->name, &got, false, err);
+	kvs_status st =
+	    probe_segment(dir, want->name, &got, false, KVS_E_CORRUPT, err);
 	if (st != KVS_OK) {
 		if (err) { /* say why the file matters */
 			char msg[sizeof err->message];
@@ -316,7 +317,9 @@ static kvs_status check_entries(const char *dir, const cat_state *s,
 static kvs_status new_entry(const char *dir, const char *name,
                             kvs_catalog_entry *e, kvs_error *err)
 {
-	return probe_segment(dir, name, e, true, err);
+	/* a file the caller names that is not there: an I/O error, as for
+	 * any file that cannot be opened */
+	return probe_segment(dir, name, e, true, KVS_E_IO, err);
 }
 
 /* ---- the catalog file (§10) ---------------------------------------------- */
@@ -683,7 +686,8 @@ static kvs_status scan_segments(const char *dir, cat_state *out, kvs_error *err)
 			s.entries = p;
 			cap = n;
 		}
-		st = probe_segment(dir, name, &s.entries[s.count], true, err);
+		st = probe_segment(dir, name, &s.entries[s.count], true,
+		                   KVS_E_CORRUPT, err);
 		if (st != KVS_OK)
 			goto fail;
 		s.count++;

@@ -1025,7 +1025,8 @@ def test_catalog():
     r = kvseg("catalog", d, "add", "notes.txt")
     expect_error(r, 3, "add of a file that is not a segment")
     r = kvseg("catalog", d, "add", "nothere.kvs")
-    check(r.rc in (3, 4), "add of a missing file fails", r)
+    expect_error(r, 4, "add of a missing file (I/O, as for any verb)",
+                 "nothere.kvs", "No such file")
     cat = catalog_list(d)
     check(cat["generation"] == 3 and
           [e["name"] for e in cat["segments"]] == order,
