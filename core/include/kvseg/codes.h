@@ -74,8 +74,7 @@ static inline kvs_status kvs_eg_long_(kvs_bitreader *r, unsigned k,
 	return st;
 }
 
-static inline __attribute__((always_inline)) kvs_status
-kvs_get_eg_k_(kvs_bitreader *r, unsigned k, uint64_t *out)
+static inline kvs_status kvs_get_eg(kvs_bitreader *r, unsigned k, uint64_t *out)
 {
 	if (__builtin_expect(k > 63, 0))
 		return KVS_E_RANGE;
@@ -92,19 +91,6 @@ kvs_get_eg_k_(kvs_bitreader *r, unsigned k, uint64_t *out)
 		}
 	}
 	return kvs_eg_long_(r, k, out);
-}
-
-/*
- * EG0, the default code of the key and value lengths, gets a copy of the
- * decoder with k folded in: the length 2z + 1 is then one short lea on the
- * loop-carried path instead of an add of k. A caller's k rarely changes,
- * so the test is predicted.
- */
-static inline kvs_status kvs_get_eg(kvs_bitreader *r, unsigned k, uint64_t *out)
-{
-	if (k == 0)
-		return kvs_get_eg_k_(r, 0, out);
-	return kvs_get_eg_k_(r, k, out);
 }
 
 /* ---- Golomb with modulus m >= 1 ---------------------------------------- */
