@@ -443,8 +443,13 @@ static int catalog_merge(struct catalog_args *a)
 		                    &out_path);
 	if (rc)
 		goto out;
+	/* a fault while the inputs are read removes the reservation too */
+	char *reserved[1] = {out_path}, **reserved_list = reserved;
+	size_t reserved_count = 1;
+	cli_fault_remove(&reserved_list, &reserved_count);
 	rc = merge_run("catalog", segs, (const char *const *)paths, n, out_path,
 	               cfg, &stats);
+	cli_fault_remove(NULL, NULL);
 	if (rc) {
 		unlink(out_path); /* the reservation */
 		goto out;

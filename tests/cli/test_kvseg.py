@@ -1356,6 +1356,43 @@ def test_cut_short():
               "merge: no output, nothing hidden left, the other input "
               "unchanged: %r" % os.listdir(d))
 
+    # catalog merge: its reservation of the output's name goes too, and
+    # the catalog stays as it was
+    c = path("cutcat")
+    os.mkdir(c)
+    for name, data in (("a.seg", a_bytes), ("b.seg", b_bytes)):
+        with open(os.path.join(c, name), "wb") as f:
+            f.write(data)
+    r = kvseg("catalog", c, "init")
+    expect_rc(r, 0, "catalog init")
+    before = kvseg("catalog", c, "list").out
+    for attempt in range(6):
+        with open(os.path.join(c, "a.seg"), "wb") as f:
+            f.write(a_bytes)
+        got = cut_while_stopped(
+            ["catalog", c, "merge", "all"], c,
+            lambda: any(".tmp-" in x for x in os.listdir(c)), "a.seg")
+        if got is not None:
+            break
+        # merged and published before the cut: start again
+        shutil.rmtree(c)
+        os.mkdir(c)
+        for name, data in (("a.seg", a_bytes), ("b.seg", b_bytes)):
+            with open(os.path.join(c, name), "wb") as f:
+                f.write(data)
+        kvseg("catalog", c, "init")
+    if check(got is not None, "catalog merge: stopped while it ran"):
+        expect_cut_error(*got, "catalog", "a.seg",
+                         "catalog merge of a file cut short")
+        check(sorted(os.listdir(c)) ==
+              ["CATALOG", "CATALOG.lock", "a.seg", "b.seg"],
+              "catalog merge: no output, no reservation, nothing hidden "
+              "left: %r" % os.listdir(c))
+        with open(os.path.join(c, "a.seg"), "wb") as f:
+            f.write(a_bytes)
+        check(kvseg("catalog", c, "list").out == before,
+              "catalog merge: the catalog is unchanged")
+
     # build --memory, stopped in its merge of the runs: no run is left
     os.unlink(os.path.join(d, "a.seg"))
     for attempt in range(6):
@@ -1379,7 +1416,8 @@ def test_cut_short():
         check(sorted(os.listdir(d)) == ["b.seg"],
               "build: no output, no run, nothing hidden left: %r"
               % os.listdir(d))
-    print("  cut short: dump, merge and build --memory stopped and cut")
+    print("  cut short: dump, merge, catalog merge and build --memory "
+          "stopped and cut")
 
 
 TESTS = [test_help, test_modes_and_formats, test_dump_across_modes,
