@@ -18,6 +18,8 @@
  */
 #include "kvseg_cli.h"
 
+#include "kvseg/catalog.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -47,15 +49,24 @@ static void puts_(struct out *o, const char *s)
 	put(o, s, strlen(s));
 }
 
+/* v in decimal at d (24 bytes); returns its length. */
+static size_t u64_text(char d[24], uint64_t v)
+{
+	char t[24];
+	size_t i = sizeof t, n;
+	do {
+		t[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	n = sizeof t - i;
+	memcpy(d, t + i, n);
+	return n;
+}
+
 static void put_u64(struct out *o, uint64_t v)
 {
 	char d[24];
-	size_t i = sizeof d;
-	do {
-		d[--i] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	put(o, d + i, sizeof d - i);
+	put(o, d, u64_text(d, v));
 }
 
 /* Parses hex digits at *p; moves *p past them. */
@@ -130,34 +141,20 @@ static bool mapped_file(uintptr_t addr, char *path, size_t cap, uint64_t *off)
 	return found;
 }
 
-/* ".NAME.tmp-XXXXXX": the writer's and the catalog's temporary files. */
-static bool temporary_name(const char *path)
-{
-	const char *name = strrchr(path, '/');
-	name = name ? name + 1 : path;
-	size_t len = strlen(name);
-	static const char tag[] = ".tmp-";
-	size_t tlen = sizeof tag - 1;
-	return name[0] == '.' && len >= 2 + tlen + 6 &&
-	       memcmp(name + len - 6 - tlen, tag, tlen) == 0;
-}
-
 /* Closes and removes the temporary files kvseg holds open for writing. */
 static void remove_temporaries(void)
 {
 	for (int fd = 3; fd < 1024; fd++) {
-		char link[32] = "/proc/self/fd/", path[4096];
-		struct out o = {.len = 0};
-		put_u64(&o, (uint64_t)fd);
-		memcpy(link + 14, o.buf, o.len);
-		link[14 + o.len] = '\0';
+		char link[40] = "/proc/self/fd/", path[4096];
+		link[14 + u64_text(link + 14, (uint64_t)fd)] = '\0';
 		ssize_t n = readlink(link, path, sizeof path - 1);
 		if (n <= 0)
 			continue;
 		path[n] = '\0';
 		/* written by kvseg: an input it reads is never removed */
 		int mode = fcntl(fd, F_GETFL);
-		if (path[0] == '/' && temporary_name(path) && mode >= 0 &&
+		const char *name = strrchr(path, '/');
+		if (name && kvs_catalog_temporary_name(name + 1) && mode >= 0 &&
 		    (mode & O_ACCMODE) != O_RDONLY) {
 			unlink(path);
 			close(fd);

@@ -132,7 +132,7 @@ static kvs_status path_in(char out[PATH_MAX], const char *dir, const char *name,
 
 /* What open() removes: ".CATALOG.tmp-*" and the segment writer's
  * ".NAME.tmp-XXXXXX" (a name of at least one byte, six template chars). */
-static bool is_temporary(const char *name)
+bool kvs_catalog_temporary_name(const char *name)
 {
 	size_t len = strlen(name);
 	if (strncmp(name, CAT_TMP_PREFIX, strlen(CAT_TMP_PREFIX)) == 0)
@@ -602,7 +602,7 @@ static kvs_status remove_temporaries(const char *dir, kvs_error *err)
 	struct dirent *de;
 	while (st == KVS_OK && (errno = 0, de = readdir(dp)) != NULL) {
 		struct stat sb;
-		if (!is_temporary(de->d_name))
+		if (!kvs_catalog_temporary_name(de->d_name))
 			continue;
 		if (fstatat(dirfd(dp), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) <
 		        0 ||

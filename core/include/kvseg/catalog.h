@@ -83,6 +83,12 @@ const char *kvs_catalog_dir(const kvs_catalog *c);
  * '.', not CATALOG or CATALOG.lock (FORMAT.md §10.2)? */
 bool kvs_catalog_name_valid(const char *name);
 
+/* Is name (a file name, no directory) a temporary file of publication:
+ * the catalog's ".CATALOG.tmp-XXXXXX" or a segment writer's
+ * ".NAME.tmp-XXXXXX", which kvs_catalog_open removes? It only reads the
+ * name, so a signal handler may call it. */
+bool kvs_catalog_temporary_name(const char *name);
+
 /* Appends the segment file name (in the directory) as the newest and
  * publishes; the handle moves to the new generation. A name is 1..255
  * bytes without '/', not starting with '.' and not CATALOG or
