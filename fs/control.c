@@ -447,9 +447,22 @@ static int choose(const char *v, const char *a, const char *b)
 	return !strcmp(v, a) ? 0 : !strcmp(v, b) ? 1 : -1;
 }
 
+/* Is slot id an input of one of the n jobs? */
+static bool input_of(job *const *jobs, size_t n, uint32_t id)
+{
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k < jobs[i]->n; k++)
+			if (jobs[i]->inputs[k] == id)
+				return true;
+	return false;
+}
+
 /* Parses and checks one merge request against the current snapshot
- * (tokens in tok[0 .. ntok), tok[0] == "merge"); under J.lock. */
-static int parse_merge(char **tok, size_t ntok, const snap *cur, job *j,
+ * (tokens in tok[0 .. ntok), tok[0] == "merge") into j; under J.lock.
+ * earlier[0 .. nearlier) are the requests before it in the same write,
+ * checked but not queued yet. */
+static int parse_merge(char **tok, size_t ntok, const snap *cur,
+                       job *const *earlier, size_t nearlier, job *j,
                        req_error *e)
 {
 	bool all = false, seen_opt[5] = {0};
@@ -625,14 +638,14 @@ static int parse_merge(char **tok, size_t ntok, const snap *cur, job *j,
 		goto out;
 	}
 	for (size_t k = 0; k < n; k++) {
-		const slot *in = slot_get(cur->live[pos[k]]);
-		if (in->busy) {
+		uint32_t id = cur->live[pos[k]];
+		if (slot_get(id)->busy) {
 			rc = fail(e, EBUSY,
-			          in->pending
+			          input_of(earlier, nearlier, id)
 			              ? "%.100s is an input of an earlier request "
 			                "of this write"
 			              : "%.100s is already being merged",
-			          in->name);
+			          slot_get(id)->name);
 			goto out;
 		}
 	}
@@ -719,8 +732,8 @@ static int parse_cancel(char **tok, size_t ntok, req_error *e)
 }
 
 /* One line: checked, then queued (under J.lock). */
-static int handle_line(char *line, size_t len, size_t pending, req_error *e,
-                       job **made)
+static int handle_line(char *line, size_t len, job *const *earlier,
+                       size_t nearlier, req_error *e, job **made)
 {
 	*made = NULL;
 	if (len > MAX_REQUEST)
@@ -759,14 +772,13 @@ static int handle_line(char *line, size_t len, size_t pending, req_error *e,
 		return fail(e, ENOMEM, "out of memory");
 	snap *cur = snap_current();
 	pthread_mutex_lock(&S.lock);
-	int rc = parse_merge(tok, ntok, cur, j, e);
-	if (!rc && J.queued + pending >= S.queue)
+	int rc = parse_merge(tok, ntok, cur, earlier, nearlier, j, e);
+	if (!rc && J.queued + nearlier >= S.queue)
 		rc = fail(e, EAGAIN, "%zu jobs are queued already (the bound)",
-		          J.queued + pending);
+		          J.queued + nearlier);
 	if (!rc)
 		for (size_t k = 0; k < j->n; k++)
-			slot_get(j->inputs[k])->busy =
-			    slot_get(j->inputs[k])->pending = true;
+			slot_get(j->inputs[k])->busy = true;
 	pthread_mutex_unlock(&S.lock);
 	snap_unref(cur, 1);
 	if (rc) {
@@ -814,7 +826,8 @@ int control_write(const char *buf, size_t size)
 		else {
 			char save = p[len];
 			p[len] = '\0';
-			rc = handle_line(p, len, nmade, &e, &made[nmade]);
+			rc = handle_line(p, len, made, nmade, &e,
+			                 &made[nmade]);
 			p[len] = save;
 		}
 		if (rc) {
@@ -831,17 +844,12 @@ int control_write(const char *buf, size_t size)
 		if (!q)
 			break;
 	}
-	/* the write's requests are queued, or none is */
-	pthread_mutex_lock(&S.lock);
-	for (size_t i = 0; i < nmade; i++)
-		for (size_t k = 0; k < made[i]->n; k++) {
-			slot *in = slot_get(made[i]->inputs[k]);
-			in->pending = false;
-			if (rc)
-				in->busy = false;
-		}
-	pthread_mutex_unlock(&S.lock);
 	if (rc) { /* nothing of this write happens */
+		pthread_mutex_lock(&S.lock);
+		for (size_t i = 0; i < nmade; i++)
+			for (size_t k = 0; k < made[i]->n; k++)
+				slot_get(made[i]->inputs[k])->busy = false;
+		pthread_mutex_unlock(&S.lock);
 		for (size_t i = 0; i < nmade; i++)
 			free_job(made[i]);
 	} else {

@@ -98,9 +98,7 @@ typedef struct slot {
 	bool retired;        /* no longer live */
 	bool linked;         /* .NAME.retired is ours to delete at death */
 	bool busy;           /* an input of a queued or running job, or of
-	                      * an earlier request of the write being checked
-	                      * (then also pending) */
-	bool pending;
+	                      * a request of the write being checked */
 	atomic_bool damaged; /* its file was cut short under the mapping:
 	                      * nothing reads it any more (guard.h) */
 } slot;
