@@ -627,6 +627,9 @@ static int parse_merge(char **tok, size_t ntok, const snap *cur,
 	w->restart_interval =
 	    restart ? (uint32_t)restart : newest->info.restart_interval;
 	w->sequence = seq;
+	/* a file that appears at the output's name before the merge ends
+	 * (another process's) stays, and the merge fails */
+	w->flags |= KVS_WRITER_NO_REPLACE;
 	j->opt.drop_tombstones = drop;
 	j->opt.includes_oldest = oldest;
 	if (w->framing == KVS_FRAMING_RAW && tombstones && !drop) {

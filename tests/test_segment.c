@@ -1114,6 +1114,21 @@ static void check_segment(kvs_segment *s, const recset *rs,
 	scan_check(s, rs, o->profile == KVS_PROFILE_BYTE, mem, file_len);
 }
 
+/* The file at path is a segment of exactly rs (check_segment). */
+static void expect_segment_file(const char *path, const recset *rs,
+                                const kvs_writer_options *o)
+{
+	struct stat sb;
+	assert_int_equal(stat(path, &sb), 0);
+	kvs_segment *s = NULL;
+	kvs_error err;
+	memset(&err, 0, sizeof err);
+	EXPECT_ST(kvs_segment_open(&s, path, &err), KVS_OK,
+	          "kvs_segment_open %s: %s", path, err.message);
+	check_segment(s, rs, o, (uint64_t)sb.st_size, NULL);
+	kvs_segment_unref(s);
+}
+
 /* Writes rs twice (the files must be identical), then checks the file
  * through kvs_segment_open and kvs_segment_open_memory. */
 static void round_trip(const char *dir, const recset *rs,
@@ -1836,6 +1851,44 @@ static void test_writer_errors(void **state)
 		unsigned n = dir_entries(dir, first, sizeof first);
 		if (n != 1 || strcmp(first, "unfinished.kvseg") != 0)
 			FAILF("after finish: %u entries, first %s", n, first);
+
+		/* Without KVS_WRITER_NO_REPLACE finish renames over a file
+		 * at the path; with it, a file that appeared there before
+		 * finish stays as it was and finish fails, leaving no
+		 * temporary file; with nothing there it publishes. */
+		static const char other[] = "another process's file\n";
+		set_case("finish over a file, replacing");
+		spit(p, (const uint8_t *)other, sizeof other - 1);
+		write_ok(p, &rs, &o);
+		expect_segment_file(p, &rs, &o);
+		set_case("finish over a file that appeared, no-replace");
+		kvs_writer_options keep = o;
+		keep.flags |= KVS_WRITER_NO_REPLACE;
+		assert_int_equal(unlink(p), 0);
+		EXPECT_ST(kvs_writer_open(&w, p, &keep, &err), KVS_OK,
+		          "open: %s", err.message);
+		EXPECT_ST(add_records(w, &rs, 0, rs.n, &err, &at), KVS_OK,
+		          "record %zu: %s", at, err.message);
+		spit(p, (const uint8_t *)other, sizeof other - 1);
+		EXPECT_ST(kvs_writer_finish(w, &err), KVS_E_EXISTS,
+		          "finish with a file in the way");
+		CHECK(strstr(err.message, p) && strstr(err.message, "appeared"),
+		      "the message names the file: %s", err.message);
+		kvs_writer_free(w);
+		size_t got_len;
+		uint8_t *got = slurp(p, &got_len);
+		CHECK(got_len == sizeof other - 1 &&
+		          memcmp(got, other, got_len) == 0,
+		      "the file in the way changed (%zu bytes)", got_len);
+		free(got);
+		n = dir_entries(dir, first, sizeof first);
+		if (n != 1 || strcmp(first, "unfinished.kvseg") != 0)
+			FAILF("after a refused finish: %u entries, first %s", n,
+			      first);
+		set_case("no-replace with nothing in the way");
+		assert_int_equal(unlink(p), 0);
+		write_ok(p, &rs, &keep);
+		expect_segment_file(p, &rs, &keep);
 		assert_int_equal(unlink(p), 0);
 
 		/* Bit profile: a key after its own prefix is in order. */

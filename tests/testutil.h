@@ -171,6 +171,8 @@ static inline const char *test_status_name(kvs_status s)
 		return "KVS_E_CANCELED";
 	case KVS_E_CONFLICT:
 		return "KVS_E_CONFLICT";
+	case KVS_E_EXISTS:
+		return "KVS_E_EXISTS";
 	}
 	return "(unknown status)";
 }

@@ -9,9 +9,11 @@
  * merge is optimistic: it reads the generation, merges without holding
  * any lock, and publishes with kvs_catalog_replace() only if the catalog
  * is still at that generation; otherwise the merged file is removed and
- * nothing changed. The output's name is reserved first by creating it
- * exclusively (the merge then renames the segment over the empty file),
- * so two merges in one directory never write the same file. Its sequence
+ * nothing changed. The output takes the first free name, and the merge
+ * publishes it with KVS_WRITER_NO_REPLACE: should another process create
+ * that name meanwhile, its file stays and this merge fails having changed
+ * nothing. No placeholder is created, so a merge killed at any instant
+ * leaves only its temporary file, which recovery removes. Its sequence
  * is by default the newest input's: the merged segment takes the newest
  * input's place in age order, and keeping sequences in that order keeps
  * the order a catalog rebuilt from the files (by sequence) would give.
@@ -19,7 +21,6 @@
 #include "kvseg_cli.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -299,12 +300,12 @@ static int choose_inputs(const struct catalog_args *a, const kvs_catalog *c,
 	return rc;
 }
 
-/* Creates DIR/seg-SEQUENCE.kvs (or seg-SEQUENCE-N.kvs) exclusively. */
-static int reserve_output(const char *dir, uint64_t sequence,
-                          char name[KVS_CATALOG_MAX_NAME + 1], char **path)
+/* Picks DIR/seg-SEQUENCE.kvs, or seg-SEQUENCE-N.kvs, the first free one. */
+static int choose_output(const char *dir, uint64_t sequence,
+                         char name[KVS_CATALOG_MAX_NAME + 1], char **path)
 {
 	for (unsigned n = 1; n <= 1000; n++) {
-		int fd;
+		struct stat sb;
 
 		if (n == 1)
 			snprintf(name, KVS_CATALOG_MAX_NAME + 1, "seg-%llu.kvs",
@@ -318,18 +319,15 @@ static int reserve_output(const char *dir, uint64_t sequence,
 			cli_error("catalog", NULL, "out of memory");
 			return EXIT_SYSTEM;
 		}
-		fd = open(*path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		if (fd >= 0) {
-			close(fd);
-			return EXIT_OK;
-		}
-		if (errno != EEXIST) {
+		if (lstat(*path, &sb) < 0) {
+			if (errno == ENOENT)
+				return EXIT_OK;
 			cli_error("catalog", *path, "%s", strerror(errno));
 			free(*path);
 			*path = NULL;
 			return EXIT_SYSTEM;
 		}
-		free(*path);
+		free(*path); /* taken */
 		*path = NULL;
 	}
 	cli_error("catalog", dir, "no free name seg-%llu[-N].kvs",
@@ -439,21 +437,15 @@ static int catalog_merge(struct catalog_args *a)
 	}
 	rc = merge_prepare("catalog", segs, (const char *const *)paths, n, cfg);
 	if (!rc)
-		rc = reserve_output(a->dir, cfg->output.sequence, out_name,
-		                    &out_path);
+		rc = choose_output(a->dir, cfg->output.sequence, out_name,
+		                   &out_path);
 	if (rc)
 		goto out;
-	/* a fault while the inputs are read removes the reservation too */
-	char *reserved[1] = {out_path}, **reserved_list = reserved;
-	size_t reserved_count = 1;
-	cli_fault_remove(&reserved_list, &reserved_count);
+	cfg->output.flags |= KVS_WRITER_NO_REPLACE;
 	rc = merge_run("catalog", segs, (const char *const *)paths, n, out_path,
 	               cfg, &stats);
-	cli_fault_remove(NULL, NULL);
-	if (rc) {
-		unlink(out_path); /* the reservation */
+	if (rc)
 		goto out;
-	}
 	rc = publish_merge(a, c, generation, names, n, out_name, out_path);
 	if (!rc && !cfg->quiet) {
 		merge_print_summary(n, out_path, &stats);

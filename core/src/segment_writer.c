@@ -38,6 +38,40 @@ static kvs_status io_fail(kvs_writer *w, kvs_error *err, const char *what)
 	                     strerror(errno));
 }
 
+/*
+ * Moves the finished temporary file to w->path. With KVS_WRITER_NO_REPLACE
+ * a file already there stays and is reported: renameat2(RENAME_NOREPLACE)
+ * where the filesystem has it, else link(2), which never replaces either,
+ * then the temporary name is unlinked (a crash in between leaves a second
+ * name of the published file, which recovery removes as a temporary).
+ */
+static kvs_status publish_file(kvs_writer *w, kvs_error *err)
+{
+	if (!(w->opt.flags & KVS_WRITER_NO_REPLACE)) {
+		if (rename(w->tmp_path, w->path) < 0)
+			return io_fail(w, err, "rename");
+		return KVS_OK;
+	}
+	int rc = renameat2(AT_FDCWD, w->tmp_path, AT_FDCWD, w->path,
+	                   RENAME_NOREPLACE);
+	if (rc < 0 && (errno == EINVAL || errno == ENOSYS)) {
+		rc = link(w->tmp_path, w->path);
+		if (rc == 0) /* published; a failure leaves recovery a name */
+			(void)unlink(w->tmp_path);
+	}
+	if (rc == 0)
+		return KVS_OK;
+	if (errno == EEXIST) {
+		w->failed = true;
+		return kvs_error_set(err, KVS_E_EXISTS,
+		                     "%s: a file appeared there while the segment "
+		                     "was written; it was left as it is and "
+		                     "nothing was published",
+		                     w->path);
+	}
+	return io_fail(w, err, "rename");
+}
+
 static kvs_status write_all(kvs_writer *w, const void *data, size_t len,
                             kvs_error *err)
 {
@@ -552,8 +586,9 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	if (sync && fsync(w->fd) < 0)
 		return io_fail(w, err, "fsync");
 	/* rename while the file is still open and locked (see open) */
-	if (rename(w->tmp_path, w->path) < 0)
-		return io_fail(w, err, "rename");
+	st = publish_file(w, err);
+	if (st != KVS_OK)
+		return st;
 	w->tmp_path[0] = '\0'; /* nothing left to remove */
 	if (close(w->fd) < 0) {
 		w->fd = -1;

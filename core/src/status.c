@@ -38,6 +38,8 @@ const char *kvs_strerror(kvs_status status)
 		return "canceled";
 	case KVS_E_CONFLICT:
 		return "the catalog changed: conflicting update";
+	case KVS_E_EXISTS:
+		return "a file already exists where the output goes";
 	}
 	return "unknown status code";
 }

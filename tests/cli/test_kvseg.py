@@ -1099,31 +1099,14 @@ def test_catalog():
                                                "notes.txt", name]),
               "only the live segment is left: %r" % os.listdir(d))
     test_catalog_conflict()
+    test_catalog_merge_interrupted()
 
 
-def test_catalog_conflict():
-    """The catalog changes while a merge runs: nothing is published."""
-    d = path("conflict")
-    os.mkdir(d)
-    for i, n in enumerate(("a.kvs", "b.kvs", "c.kvs")):
-        build(os.path.join(d, n), random_records(50, "byte", True),
-              extra=("--sequence", i + 1))
-    os.rename(os.path.join(d, "c.kvs"), path("c.kvs"))
-    expect_rc(kvseg("catalog", d, "init"), 0, "init")
-    catalog = os.path.join(d, "CATALOG")
-    gen1 = open(catalog, "rb").read()
-    os.rename(path("c.kvs"), os.path.join(d, "c.kvs"))
-    expect_rc(kvseg("catalog", d, "add", "c.kvs"), 0, "add")
-    gen2 = open(catalog, "rb").read()
-
-    def put_catalog(data):
-        with open(catalog + ".swap", "wb") as f:
-            f.write(data)
-        os.rename(catalog + ".swap", catalog)
-
-    put_catalog(gen1)  # at generation 1 again: a and b live
-    # kvseg draws its first progress bar on a terminal whose buffer is
-    # full, and so waits there, its output file open, until it is read.
+def stalled_merge(d):
+    """Starts `kvseg catalog D merge` and returns (proc, master) once it
+    waits with its temporary output open: it draws its first progress bar
+    on a terminal whose buffer is full, and waits there until the
+    terminal is read (drain_merge)."""
     master, slave = pty.openpty()
     filler = os.open(os.ttyname(slave), os.O_WRONLY | os.O_NONBLOCK |
                      os.O_NOCTTY)
@@ -1149,8 +1132,11 @@ def test_catalog_conflict():
     while (time.monotonic() < deadline and proc.poll() is None and
            not any(".tmp-" in n for n in os.listdir(d))):
         time.sleep(0.01)
-    check(proc.poll() is None, "the merge waits on its terminal")
-    put_catalog(gen2)  # another process added c meanwhile
+    return proc, master
+
+
+def drain_merge(proc, master):
+    """Reads a stalled_merge's terminal until it ends; (stdout, tty)."""
     tty = b""
     while True:
         ready = select.select([master], [], [], 0.1)[0]
@@ -1164,6 +1150,75 @@ def test_catalog_conflict():
     out = proc.stdout.read()
     proc.wait(timeout=60)
     os.close(master)
+    return out, tty
+
+
+def test_catalog_merge_interrupted():
+    """A catalog merge killed while it runs leaves nothing that recovery
+    does not remove; one whose output name is taken by another process
+    meanwhile leaves that file alone and publishes nothing."""
+    d = path("interrupted")
+    os.mkdir(d)
+    for i, n in enumerate(("a.kvs", "b.kvs")):
+        build(os.path.join(d, n), random_records(50, "byte", True),
+              extra=("--sequence", i + 1))
+    expect_rc(kvseg("catalog", d, "init"), 0, "init")
+    before = catalog_list(d)
+    inputs = ["CATALOG", "CATALOG.lock", "a.kvs", "b.kvs"]
+
+    proc, master = stalled_merge(d)
+    check(proc.poll() is None, "killed: the merge waits on its terminal")
+    proc.kill()
+    proc.wait(timeout=60)
+    os.close(master)
+    check(catalog_list(d) == before, "killed: the catalog is unchanged")
+    check(sorted(os.listdir(d)) == inputs,
+          "killed: after recovery only the catalog and the inputs are "
+          "left: %r" % sorted(os.listdir(d)))
+
+    proc, master = stalled_merge(d)
+    check(proc.poll() is None, "raced: the merge waits on its terminal")
+    # its output's name: seg-SEQUENCE.kvs, the newest input's sequence
+    theirs = b"another process's file\n"
+    with open(os.path.join(d, "seg-2.kvs"), "wb") as f:
+        f.write(theirs)
+    out, tty = drain_merge(proc, master)
+    check(proc.returncode == 3 and b"seg-2.kvs" in tty and
+          b"appeared" in tty and out == b"",
+          "raced: the merge exits 3 naming the file: rc %s, %r"
+          % (proc.returncode, tty[-400:]))
+    check(open(os.path.join(d, "seg-2.kvs"), "rb").read() == theirs,
+          "raced: the other process's file is unchanged")
+    check(sorted(os.listdir(d)) == sorted(inputs + ["seg-2.kvs"]),
+          "raced: no temporary file is left: %r" % sorted(os.listdir(d)))
+    check(catalog_list(d) == before, "raced: the catalog is unchanged")
+
+
+def test_catalog_conflict():
+    """The catalog changes while a merge runs: nothing is published."""
+    d = path("conflict")
+    os.mkdir(d)
+    for i, n in enumerate(("a.kvs", "b.kvs", "c.kvs")):
+        build(os.path.join(d, n), random_records(50, "byte", True),
+              extra=("--sequence", i + 1))
+    os.rename(os.path.join(d, "c.kvs"), path("c.kvs"))
+    expect_rc(kvseg("catalog", d, "init"), 0, "init")
+    catalog = os.path.join(d, "CATALOG")
+    gen1 = open(catalog, "rb").read()
+    os.rename(path("c.kvs"), os.path.join(d, "c.kvs"))
+    expect_rc(kvseg("catalog", d, "add", "c.kvs"), 0, "add")
+    gen2 = open(catalog, "rb").read()
+
+    def put_catalog(data):
+        with open(catalog + ".swap", "wb") as f:
+            f.write(data)
+        os.rename(catalog + ".swap", catalog)
+
+    put_catalog(gen1)  # at generation 1 again: a and b live
+    proc, master = stalled_merge(d)
+    check(proc.poll() is None, "the merge waits on its terminal")
+    put_catalog(gen2)  # another process added c meanwhile
+    out, tty = drain_merge(proc, master)
     check(proc.returncode == 3 and b"changed during the merge" in tty and
           out == b"", "a conflicting merge exits 3 and says so: rc %s, "
           "%r" % (proc.returncode, tty[-400:]))
@@ -1356,8 +1411,8 @@ def test_cut_short():
               "merge: no output, nothing hidden left, the other input "
               "unchanged: %r" % os.listdir(d))
 
-    # catalog merge: its reservation of the output's name goes too, and
-    # the catalog stays as it was
+    # catalog merge: no output and no temporary file is left, and the
+    # catalog stays as it was
     c = path("cutcat")
     os.mkdir(c)
     for name, data in (("a.seg", a_bytes), ("b.seg", b_bytes)):
@@ -1386,7 +1441,7 @@ def test_cut_short():
                          "catalog merge of a file cut short")
         check(sorted(os.listdir(c)) ==
               ["CATALOG", "CATALOG.lock", "a.seg", "b.seg"],
-              "catalog merge: no output, no reservation, nothing hidden "
+              "catalog merge: no output, nothing hidden "
               "left: %r" % os.listdir(c))
         with open(os.path.join(c, "a.seg"), "wb") as f:
             f.write(a_bytes)

@@ -1183,6 +1183,53 @@ def test_kill_during_merge(tmp):
     print("  generations seen after kills: %s" % sorted(generations))
 
 
+def test_output_taken(tmp):
+    """Another process creates a file at a merge's output name while the
+    merge runs: that file stays as it was, the merge fails saying so, and
+    nothing is published or left behind."""
+    theirs = b"another process's file\n"
+    for attempt in range(3):
+        d = os.path.join(tmp, "taken%d" % attempt)
+        os.mkdir(d)
+        stack(d, 3, 200000, random.Random(8 + attempt))
+        m = Mount(d)  # makes the catalog
+        before = dir_state(d)
+        try:
+            check(request(m, b"merge all name=out.seg\n") == 0, "the merge")
+            job = status(m)[-1]["id"]
+            # stopped once its temporary output exists, segfs cannot
+            # publish while the file is created
+            deadline = time.monotonic() + 60
+            while (time.monotonic() < deadline and not any(
+                    x.startswith(".out.seg.tmp-") for x in os.listdir(d))):
+                pass
+            os.kill(m.proc.pid, signal.SIGSTOP)
+            try:
+                with open(os.path.join(d, "out.seg"), "xb") as f:
+                    f.write(theirs)
+                created = True
+            except FileExistsError:  # the merge ended first: again
+                created = False
+            finally:
+                os.kill(m.proc.pid, signal.SIGCONT)
+            w = wait(m, job)
+            if not created:
+                continue
+            check(w["state"] == "failed" and "out.seg" in w["error"] and
+                  "appeared" in w["error"],
+                  "the merge fails naming the file: %r" % w)
+            check(listdir(m.path("segments")) == [b"s0.seg", b"s1.seg", b"s2.seg"],
+                  "nothing is published")
+        finally:
+            m.close()
+        with open(os.path.join(d, "out.seg"), "rb") as f:
+            check(f.read() == theirs, "the other process's file is unchanged")
+        os.unlink(os.path.join(d, "out.seg"))
+        check(dir_state(d) == before, "nothing else is changed or left")
+        return
+    check(False, "three merges ended before the file could be created")
+
+
 def test_enospc(tmp):
     """A merge that runs out of space: the job fails with the reason;
     inputs, catalog and view are unchanged; the daemon keeps serving."""
@@ -1265,7 +1312,7 @@ def main():
              test_status_after_listing, test_truncated_segment,
              test_cut_while_opening,
              test_random_requests, test_cancel, test_kill_during_merge,
-             test_enospc, test_external_change]
+             test_output_taken, test_enospc, test_external_change]
     with tempfile.TemporaryDirectory(prefix="segfs-test-") as tmp:
         for t in tests:
             if only and t.__name__ not in only:

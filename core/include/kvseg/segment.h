@@ -113,6 +113,10 @@ void kvs_code_spec_format(const kvs_code_spec *spec, char out[16]);
 /* ---- writer ------------------------------------------------------------ */
 
 #define KVS_WRITER_NO_SYNC 1u /* skip fsync (benchmarks, tests) */
+/* Publish only where nothing is at path: when a file appeared there while
+ * the segment was written, finish fails with KVS_E_EXISTS and leaves that
+ * file alone (without the flag, finish renames over it). */
+#define KVS_WRITER_NO_REPLACE 2u
 
 typedef struct kvs_writer_options {
 	kvs_profile profile;
@@ -154,7 +158,8 @@ uint64_t kvs_writer_count(const kvs_writer *w);
 /*
  * Writes the index and metadata sections and the checksums, cuts the file
  * to its exact size, fsyncs it, renames it to its final name and fsyncs
- * the directory. On failure the temporary file is removed.
+ * the directory. On failure the temporary file is removed. With
+ * KVS_WRITER_NO_REPLACE, a file at path fails it with KVS_E_EXISTS.
  */
 kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err);
 

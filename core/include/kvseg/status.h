@@ -26,6 +26,7 @@ typedef enum kvs_status {
 	KVS_E_UNSUPPORTED = -11, /* a format version or feature we lack */
 	KVS_E_CANCELED = -12, /* the caller canceled the operation */
 	KVS_E_CONFLICT = -13, /* the catalog changed under a replace */
+	KVS_E_EXISTS = -14,   /* a file is in the way (KVS_WRITER_NO_REPLACE) */
 } kvs_status;
 
 /*
