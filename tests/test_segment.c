@@ -72,6 +72,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -1762,6 +1763,37 @@ static void expect_add_refused(const char *dir, const kvs_writer_options *o,
 	expect_dir_empty(dir, what);
 }
 
+/*
+ * The filesystems KVS_WRITER_NO_REPLACE must cope with: this program's own
+ * renameat2 and link, which libkvseg (linked in) calls instead of libc's,
+ * refuse what such a filesystem lacks and otherwise make the system call.
+ */
+enum fake_fs { FS_REAL, FS_NO_NOREPLACE, FS_NO_LINKS };
+static const char *const fake_fs_names[] = {
+    "renameat2 with RENAME_NOREPLACE", "no RENAME_NOREPLACE: link",
+    "no RENAME_NOREPLACE nor hard links: check, then rename"};
+static int g_fake_fs = FS_REAL;
+
+int renameat2(int olddirfd, const char *oldpath, int newdirfd,
+              const char *newpath, unsigned int flags)
+{
+	if (g_fake_fs != FS_REAL && flags) {
+		errno = EINVAL;
+		return -1;
+	}
+	return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd,
+	                    newpath, flags);
+}
+
+int link(const char *oldpath, const char *newpath)
+{
+	if (g_fake_fs == FS_NO_LINKS) {
+		errno = EPERM;
+		return -1;
+	}
+	return linkat(AT_FDCWD, oldpath, AT_FDCWD, newpath, 0);
+}
+
 static void test_writer_errors(void **state)
 {
 	(void)state;
@@ -1861,35 +1893,48 @@ static void test_writer_errors(void **state)
 		spit(p, (const uint8_t *)other, sizeof other - 1);
 		write_ok(p, &rs, &o);
 		expect_segment_file(p, &rs, &o);
-		set_case("finish over a file that appeared, no-replace");
 		kvs_writer_options keep = o;
 		keep.flags |= KVS_WRITER_NO_REPLACE;
 		assert_int_equal(unlink(p), 0);
-		EXPECT_ST(kvs_writer_open(&w, p, &keep, &err), KVS_OK,
-		          "open: %s", err.message);
-		EXPECT_ST(add_records(w, &rs, 0, rs.n, &err, &at), KVS_OK,
-		          "record %zu: %s", at, err.message);
-		spit(p, (const uint8_t *)other, sizeof other - 1);
-		EXPECT_ST(kvs_writer_finish(w, &err), KVS_E_EXISTS,
-		          "finish with a file in the way");
-		CHECK(strstr(err.message, p) && strstr(err.message, "appeared"),
-		      "the message names the file: %s", err.message);
-		kvs_writer_free(w);
-		size_t got_len;
-		uint8_t *got = slurp(p, &got_len);
-		CHECK(got_len == sizeof other - 1 &&
-		          memcmp(got, other, got_len) == 0,
-		      "the file in the way changed (%zu bytes)", got_len);
-		free(got);
-		n = dir_entries(dir, first, sizeof first);
-		if (n != 1 || strcmp(first, "unfinished.kvseg") != 0)
-			FAILF("after a refused finish: %u entries, first %s", n,
-			      first);
-		set_case("no-replace with nothing in the way");
-		assert_int_equal(unlink(p), 0);
-		write_ok(p, &rs, &keep);
-		expect_segment_file(p, &rs, &keep);
-		assert_int_equal(unlink(p), 0);
+		for (g_fake_fs = FS_REAL; g_fake_fs <= FS_NO_LINKS;
+		     g_fake_fs++) {
+			set_case("no-replace, a file appeared (%s)",
+			         fake_fs_names[g_fake_fs]);
+			EXPECT_ST(kvs_writer_open(&w, p, &keep, &err), KVS_OK,
+			          "open: %s", err.message);
+			EXPECT_ST(add_records(w, &rs, 0, rs.n, &err, &at),
+			          KVS_OK, "record %zu: %s", at, err.message);
+			spit(p, (const uint8_t *)other, sizeof other - 1);
+			EXPECT_ST(kvs_writer_finish(w, &err), KVS_E_EXISTS,
+			          "finish with a file in the way");
+			CHECK(strstr(err.message, p) &&
+			          strstr(err.message, "appeared"),
+			      "the message names the file: %s", err.message);
+			kvs_writer_free(w);
+			size_t got_len;
+			uint8_t *got = slurp(p, &got_len);
+			CHECK(got_len == sizeof other - 1 &&
+			          memcmp(got, other, got_len) == 0,
+			      "the file in the way changed (%zu bytes)",
+			      got_len);
+			free(got);
+			n = dir_entries(dir, first, sizeof first);
+			if (n != 1 || strcmp(first, "unfinished.kvseg") != 0)
+				FAILF("after a refused finish: %u entries, "
+				      "first %s",
+				      n, first);
+			set_case("no-replace, nothing in the way (%s)",
+			         fake_fs_names[g_fake_fs]);
+			assert_int_equal(unlink(p), 0);
+			write_ok(p, &rs, &keep);
+			expect_segment_file(p, &rs, &keep);
+			n = dir_entries(dir, first, sizeof first);
+			if (n != 1 || strcmp(first, "unfinished.kvseg") != 0)
+				FAILF("after finish: %u entries, first %s", n,
+				      first);
+			assert_int_equal(unlink(p), 0);
+		}
+		g_fake_fs = FS_REAL;
 
 		/* Bit profile: a key after its own prefix is in order. */
 		if (bit) {

@@ -41,23 +41,33 @@ static kvs_status io_fail(kvs_writer *w, kvs_error *err, const char *what)
 /*
  * Moves the finished temporary file to w->path. With KVS_WRITER_NO_REPLACE
  * a file already there stays and is reported: renameat2(RENAME_NOREPLACE)
- * where the filesystem has it, else link(2), which never replaces either,
+ * where the filesystem has it; else link(2), which never replaces either,
  * then the temporary name is unlinked (a crash in between leaves a second
- * name of the published file, which recovery removes as a temporary).
+ * name of the published file, which recovery removes as a temporary);
+ * on a filesystem without hard links either (FAT, SMB), a check that the
+ * name is free, then rename(2), so that only a file created in between
+ * is replaced.
  */
 static kvs_status publish_file(kvs_writer *w, kvs_error *err)
 {
+	int rc;
 	if (!(w->opt.flags & KVS_WRITER_NO_REPLACE)) {
-		if (rename(w->tmp_path, w->path) < 0)
-			return io_fail(w, err, "rename");
-		return KVS_OK;
-	}
-	int rc = renameat2(AT_FDCWD, w->tmp_path, AT_FDCWD, w->path,
-	                   RENAME_NOREPLACE);
-	if (rc < 0 && (errno == EINVAL || errno == ENOSYS)) {
-		rc = link(w->tmp_path, w->path);
-		if (rc == 0) /* published; a failure leaves recovery a name */
-			(void)unlink(w->tmp_path);
+		rc = rename(w->tmp_path, w->path);
+	} else {
+		rc = renameat2(AT_FDCWD, w->tmp_path, AT_FDCWD, w->path,
+		               RENAME_NOREPLACE);
+		if (rc < 0 && (errno == EINVAL || errno == ENOSYS)) {
+			rc = link(w->tmp_path, w->path);
+			if (rc == 0)
+				(void)unlink(w->tmp_path);
+		}
+		if (rc < 0 && (errno == EPERM || errno == EOPNOTSUPP)) {
+			struct stat sb;
+			if (lstat(w->path, &sb) == 0)
+				errno = EEXIST;
+			else if (errno == ENOENT)
+				rc = rename(w->tmp_path, w->path);
+		}
 	}
 	if (rc == 0)
 		return KVS_OK;

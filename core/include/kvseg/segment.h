@@ -115,7 +115,9 @@ void kvs_code_spec_format(const kvs_code_spec *spec, char out[16]);
 #define KVS_WRITER_NO_SYNC 1u /* skip fsync (benchmarks, tests) */
 /* Publish only where nothing is at path: when a file appeared there while
  * the segment was written, finish fails with KVS_E_EXISTS and leaves that
- * file alone (without the flag, finish renames over it). */
+ * file alone (without the flag, finish renames over it). Atomic where the
+ * filesystem has RENAME_NOREPLACE or hard links; elsewhere (FAT, SMB) a
+ * file created between finish's check and its rename is still replaced. */
 #define KVS_WRITER_NO_REPLACE 2u
 
 typedef struct kvs_writer_options {
