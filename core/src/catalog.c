@@ -172,9 +172,19 @@ static kvs_status lock_dir(const char *dir, int op, int *fd, kvs_error *err)
 	if (st != KVS_OK)
 		return st;
 	*fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (*fd < 0)
+	if (*fd < 0) {
+		int e = errno;
+		struct stat sb;
+		/* about the directory, when that is what is wrong */
+		if ((e == ENOENT || e == ENOTDIR) && stat(dir, &sb) < 0)
+			return kvs_error_set(err, KVS_E_IO, "%s: %s", dir,
+			                     strerror(errno));
+		if ((e == ENOENT || e == ENOTDIR) && !S_ISDIR(sb.st_mode))
+			return kvs_error_set(err, KVS_E_IO,
+			                     "%s: not a directory", dir);
 		return kvs_error_set(err, KVS_E_IO, "%s: %s", path,
-		                     strerror(errno));
+		                     strerror(e));
+	}
 	while (flock(*fd, op) < 0) {
 		if (errno == EINTR)
 			continue;

@@ -1098,6 +1098,13 @@ def test_catalog():
         check(sorted(os.listdir(d)) == sorted(["CATALOG", "CATALOG.lock",
                                                "notes.txt", name]),
               "only the live segment is left: %r" % os.listdir(d))
+    # a DIR that is not one: the message is about DIR
+    r = kvseg("catalog", path("no-such-dir"), "list")
+    expect_error(r, 4, "catalog of a missing directory",
+                 path("no-such-dir") + ": No such file or directory")
+    r = kvseg("catalog", os.path.join(d, name), "init")
+    expect_error(r, 4, "catalog of a file",
+                 os.path.join(d, name) + ": not a directory")
     test_catalog_conflict()
     test_catalog_merge_interrupted()
 
