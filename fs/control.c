@@ -627,9 +627,6 @@ static int parse_merge(char **tok, size_t ntok, const snap *cur,
 	w->restart_interval =
 	    restart ? (uint32_t)restart : newest->info.restart_interval;
 	w->sequence = seq;
-	/* a file that appears at the output's name before the merge ends
-	 * (another process's) stays, and the merge fails */
-	w->flags |= KVS_WRITER_NO_REPLACE;
 	j->opt.drop_tombstones = drop;
 	j->opt.includes_oldest = oldest;
 	if (w->framing == KVS_FRAMING_RAW && tombstones && !drop) {
@@ -903,6 +900,34 @@ static void set_error(job *j, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Gives the merged file at mark its name out_path, durably; never over a
+ * file already there. */
+static int link_output(job *j, const char *mark, const char *out_path)
+{
+	if (link(mark, out_path) < 0) {
+		if (errno == EEXIST)
+			set_error(j,
+			          "%s: a file appeared there while the merge "
+			          "ran; it was left as it is and nothing was "
+			          "published",
+			          out_path);
+		else
+			set_error(j, "%s: %s", out_path, strerror(errno));
+		return -1;
+	}
+	int dfd = open(S.segdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fsync(dfd) < 0) {
+		set_error(j, "%s: fsync of the directory: %s", S.segdir,
+		          strerror(errno));
+		if (dfd >= 0)
+			close(dfd);
+		unlink(out_path);
+		return -1;
+	}
+	close(dfd);
+	return 0;
+}
+
 /* Publishes j's output in place of its inputs; under S.publish. */
 static int publish(job *j, const char *out_path)
 {
@@ -982,13 +1007,16 @@ static int publish(job *j, const char *out_path)
 
 /*
  * The writer of a merge that a fault cut short (guard.h) neither removed
- * its temporary file, .OUT.tmp-XXXXXX, nor closed it: the descriptor is
- * found by its path, the file removed and the descriptor closed.
+ * its temporary file, ..OUT.merging.tmp-XXXXXX, nor closed it: the
+ * descriptor is found by its path, the file removed and the descriptor
+ * closed.
  */
 static void remove_merge_temp(const char *out)
 {
 	char prefix[PATH_MAX];
-	segdir_path(prefix, out, "tmp-");
+	char mark[PATH_MAX];
+	snprintf(mark, sizeof mark, ".%s.merging", out);
+	segdir_path(prefix, mark, "tmp-");
 	size_t plen = strlen(prefix);
 	DIR *d = opendir("/proc/self/fd");
 	if (!d)
@@ -1062,28 +1090,23 @@ static void run(job *j)
 		segs[k] = s->seg;
 	}
 	pthread_mutex_unlock(&S.lock);
+	/*
+	 * The merge writes .OUT.merging, which is then hard-linked to OUT
+	 * (link never replaces a file: another process's OUT stays) and
+	 * published. Should we die before .OUT.merging is unlinked, a later
+	 * mount removes it and, when OUT is the same file and unpublished,
+	 * OUT (state.c, recover_marks).
+	 */
 	char out_path[PATH_MAX], mark[PATH_MAX];
 	segdir_path(out_path, j->out, NULL);
-	/* .OUT.merging tells a later mount to remove OUT should we die
-	 * before it is published (state.c, recover_marks) */
 	segdir_path(mark, j->out, "merging");
-	if (ok) {
-		int fd = open(mark, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-		              0644);
-		if (fd < 0) {
-			set_error(j, "%s: %s", mark, strerror(errno));
-			ok = false;
-		} else {
-			close(fd);
-		}
-	}
 	kvs_error err = {0};
 	kvs_merge_options opt = j->opt;
 	opt.progress = progress;
 	opt.progress_ctx = j;
 	kvs_status st = KVS_E_INVAL;
 	if (ok) {
-		st = guarded_merge(j, segs, n, out_path, &opt, &err);
+		st = guarded_merge(j, segs, n, mark, &opt, &err);
 		if (st != KVS_OK && st != KVS_E_CANCELED && !j->error[0])
 			set_error(j, "%s", err.message);
 	}
@@ -1095,14 +1118,15 @@ static void run(job *j)
 	                                            : FAILED;
 	if (end == DONE) {
 		struct stat sb;
-		if (stat(out_path, &sb) == 0) {
+		if (stat(mark, &sb) == 0) {
 			pthread_mutex_lock(&J.lock); /* status lines read it */
 			j->bytes_out = (uint64_t)sb.st_size;
 			pthread_mutex_unlock(&J.lock);
 		}
 		if (atomic_load(&j->cancel)) {
-			unlink(out_path);
 			end = CANCELLED;
+		} else if (link_output(j, mark, out_path) != 0) {
+			end = FAILED;
 		} else {
 			pthread_mutex_lock(&S.publish);
 			if (publish(j, out_path) != 0) {

@@ -373,9 +373,9 @@ static int snap_build(const snap *cur, snap **out, kvs_error *err)
 }
 
 /* Removes what a killed merge left (control.c): .NAME.retired, a link to
- * an input being retired, and .NAME.merging, the mark of an output being
- * made; NAME itself goes too when the catalog does not name it (for a
- * link, only if it is still the same file). */
+ * an input being retired, and .NAME.merging, an output being made (and
+ * perhaps linked to NAME, unpublished); NAME itself goes too when the
+ * catalog does not name it and it is the same file as the mark. */
 static void recover_marks(void)
 {
 	DIR *d = opendir(S.segdir);
@@ -403,10 +403,11 @@ static void recover_marks(void)
 		char mark[PATH_MAX], orig[PATH_MAX];
 		segdir_path(mark, de->d_name, NULL);
 		segdir_path(orig, name, NULL);
+		/* orig goes only when it is the marked file: another
+		 * process's file of that name stays */
 		struct stat a, b;
-		if (!live && lstat(orig, &b) == 0 &&
-		    (merging || (lstat(mark, &a) == 0 && a.st_ino == b.st_ino &&
-		                 a.st_dev == b.st_dev)))
+		if (!live && lstat(orig, &b) == 0 && lstat(mark, &a) == 0 &&
+		    a.st_ino == b.st_ino && a.st_dev == b.st_dev)
 			unlink(orig);
 		unlink(mark);
 	}

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import signal
 import stat
 import subprocess
@@ -1201,7 +1202,7 @@ def test_output_taken(tmp):
             # publish while the file is created
             deadline = time.monotonic() + 60
             while (time.monotonic() < deadline and not any(
-                    x.startswith(".out.seg.tmp-") for x in os.listdir(d))):
+                    ".tmp-" in x for x in os.listdir(d))):
                 pass
             os.kill(m.proc.pid, signal.SIGSTOP)
             try:
@@ -1228,6 +1229,40 @@ def test_output_taken(tmp):
         check(dir_state(d) == before, "nothing else is changed or left")
         return
     check(False, "three merges ended before the file could be created")
+
+
+def test_recover_marks(tmp):
+    """What a merge killed before publishing left, a mount removes: its
+    output (.NAME.merging) and NAME when that is the same file. Another
+    process's NAME stays."""
+    d = os.path.join(tmp, "marks")
+    os.mkdir(d)
+    stack(d, 2, 1000, random.Random(9))
+    Mount(d).close()  # makes the catalog
+    before = dir_state(d)
+    theirs = b"another process's file\n"
+    # killed before the output had its name; meanwhile another process
+    # made a file of that name
+    shutil.copy(os.path.join(d, "s1.seg"), os.path.join(d, ".x.seg.merging"))
+    with open(os.path.join(d, "x.seg"), "wb") as f:
+        f.write(theirs)
+    # killed after the output had its name, before it was published
+    shutil.copy(os.path.join(d, "s1.seg"), os.path.join(d, "y.seg"))
+    os.link(os.path.join(d, "y.seg"), os.path.join(d, ".y.seg.merging"))
+    m = Mount(d)
+    try:
+        check(listdir(m.path("segments")) == [b"s0.seg", b"s1.seg"],
+              "the catalog is as it was")
+    finally:
+        m.close()
+    x = os.path.join(d, "x.seg")
+    check(os.path.exists(x) and open(x, "rb").read() == theirs,
+          "the other process's x.seg is unchanged")
+    if os.path.exists(x):
+        os.unlink(x)
+    check(dir_state(d) == before,
+          "the marks and the unpublished y.seg are gone: %r" % (
+              sorted(os.listdir(d)),))
 
 
 def test_enospc(tmp):
@@ -1312,7 +1347,7 @@ def main():
              test_status_after_listing, test_truncated_segment,
              test_cut_while_opening,
              test_random_requests, test_cancel, test_kill_during_merge,
-             test_output_taken, test_enospc, test_external_change]
+             test_output_taken, test_recover_marks, test_enospc, test_external_change]
     with tempfile.TemporaryDirectory(prefix="segfs-test-") as tmp:
         for t in tests:
             if only and t.__name__ not in only:
