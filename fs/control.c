@@ -627,6 +627,9 @@ static int parse_merge(char **tok, size_t ntok, const snap *cur,
 	w->restart_interval =
 	    restart ? (uint32_t)restart : newest->info.restart_interval;
 	w->sequence = seq;
+	/* the merge writes .OUT.merging (see run): never over another
+	 * segfs's, mounted on the same directory */
+	w->flags |= KVS_WRITER_NO_REPLACE;
 	j->opt.drop_tombstones = drop;
 	j->opt.includes_oldest = oldest;
 	if (w->framing == KVS_FRAMING_RAW && tombstones && !drop) {
@@ -1144,7 +1147,8 @@ static void run(job *j)
 			pthread_mutex_unlock(&S.publish);
 		}
 	}
-	unlink(mark);
+	if (st == KVS_OK) /* else it is not ours, if it exists */
+		unlink(mark);
 	if (end == CANCELLED && !j->error[0])
 		set_error(j, "cancelled");
 	pthread_mutex_lock(&J.lock);

@@ -1227,6 +1227,27 @@ def test_output_taken(tmp):
             check(f.read() == theirs, "the other process's file is unchanged")
         os.unlink(os.path.join(d, "out.seg"))
         check(dir_state(d) == before, "nothing else is changed or left")
+        # another segfs on this directory making the same output: its
+        # .NAME.merging stays too
+        mark = os.path.join(d, ".out.seg.merging")
+        m = Mount(d)
+        try:
+            with open(mark, "wb") as f:
+                f.write(theirs)
+            check(request(m, b"merge all name=out.seg\n") == 0, "the merge")
+            w = wait(m, status(m)[-1]["id"])
+            check(w["state"] == "failed" and ".out.seg.merging" in w["error"]
+                  and "appeared" in w["error"],
+                  "a merge over another's .NAME.merging fails: %r" % w)
+            check(listdir(m.path("segments")) == [b"s0.seg", b"s1.seg", b"s2.seg"],
+                  "nothing is published")
+        finally:
+            m.close()
+        check(os.path.exists(mark) and open(mark, "rb").read() == theirs,
+              "the other .NAME.merging is unchanged")
+        if os.path.exists(mark):
+            os.unlink(mark)
+        check(dir_state(d) == before, "nothing else is changed or left")
         return
     check(False, "three merges ended before the file could be created")
 
