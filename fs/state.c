@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 
@@ -376,7 +377,7 @@ static int snap_build(const snap *cur, snap **out, kvs_error *err)
  * an input being retired, and .NAME.merging, an output being made (and
  * perhaps linked to NAME, unpublished); NAME itself goes too when the
  * catalog does not name it and it is the same file as the mark. */
-static void recover_marks(void)
+static void remove_leftovers(void)
 {
 	DIR *d = opendir(S.segdir);
 	if (!d)
@@ -412,6 +413,31 @@ static void recover_marks(void)
 		unlink(mark);
 	}
 	closedir(d);
+}
+
+/*
+ * Another segfs mounted on SEGDIR may be merging: its marks are not
+ * leftovers. Each segfs holds a shared flock on SEGDIR/.segfs.lock while
+ * it runs, and only one that finds itself alone (gets the exclusive lock)
+ * removes leftovers. The descriptor stays open: the lock goes with the
+ * process.
+ */
+static void recover_marks(void)
+{
+	char lock[PATH_MAX];
+	segdir_path(lock, "segfs", "lock");
+	int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		fprintf(stderr, "segfs: %s: %s (what a merge killed earlier "
+		                "left is not removed)\n",
+		        lock, strerror(errno));
+		return;
+	}
+	bool alone = flock(fd, LOCK_EX | LOCK_NB) == 0;
+	if (alone)
+		remove_leftovers();
+	while (flock(fd, LOCK_SH) < 0 && errno == EINTR)
+		;
 }
 
 void state_load(void)

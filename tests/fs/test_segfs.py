@@ -692,8 +692,10 @@ def wait(m, job):
 
 
 def dir_state(d):
-    """What must not change: the names in the directory and the catalog."""
-    return sorted(os.listdir(d)), read(os.path.join(d, "CATALOG"))
+    """What must not change: the names in the directory (but segfs's lock
+    file, made at its first mount) and the catalog."""
+    return (sorted(set(os.listdir(d)) - {".segfs.lock"}),
+            read(os.path.join(d, "CATALOG")))
 
 
 def stack(d, nseg, nkeys, rng, framing="typed", profile="byte", seq0=1):
@@ -725,7 +727,8 @@ def check_clean(d, what):
         parts = line.split()
         if parts and not line.startswith(("#", "generation")):
             names.add(parts[0])
-    extra = set(os.listdir(d)) - names - {"CATALOG", "CATALOG.lock"}
+    extra = set(os.listdir(d)) - names - {"CATALOG", "CATALOG.lock",
+                                          ".segfs.lock"}
     check(not extra, "%s: files the catalog does not name: %r" % (what, extra))
     for n in names:
         r = subprocess.run([KVSEG, "verify", os.path.join(d, n)], capture_output=True)
@@ -1284,6 +1287,22 @@ def test_recover_marks(tmp):
     check(dir_state(d) == before,
           "the marks and the unpublished y.seg are gone: %r" % (
               sorted(os.listdir(d)),))
+    # the same files, while another segfs mounted there may be making
+    # them: they stay until a segfs mounts alone
+    shutil.copy(os.path.join(d, "s1.seg"), os.path.join(d, "y.seg"))
+    first = Mount(d)
+    try:
+        os.link(os.path.join(d, "y.seg"), os.path.join(d, ".y.seg.merging"))
+        Mount(d).close()
+        check(os.path.exists(os.path.join(d, "y.seg")) and
+              os.path.exists(os.path.join(d, ".y.seg.merging")),
+              "a second segfs leaves the first's merge alone: %r"
+              % sorted(os.listdir(d)))
+    finally:
+        first.close()
+    Mount(d).close()
+    check(dir_state(d) == before,
+          "alone, segfs removes them: %r" % sorted(os.listdir(d)))
 
 
 def test_enospc(tmp):
