@@ -166,7 +166,8 @@ kvs_status kvs_writer_open(kvs_writer **out, const char *path,
 	w->fd = mkostemp(w->tmp_path, O_CLOEXEC);
 	if (w->fd < 0) {
 		kvs_status st = kvs_error_set(
-		    err, KVS_E_IO, "%s: cannot create a temporary file: %s",
+		    err, KVS_E_IO,
+		    "%s: cannot create a temporary file in its directory: %s",
 		    path, strerror(errno));
 		w->tmp_path[0] = '\0';
 		kvs_writer_free(w);
