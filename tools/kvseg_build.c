@@ -350,14 +350,38 @@ static char *runs_name(const struct runs *runs, const char *what, size_t n)
 	return cli_path_join(runs->dir, name);
 }
 
+/* Adds path to the files a fault, an interrupt or runs_free removes. */
+static bool runs_add(struct runs *runs, char *path)
+{
+	sigset_t held; /* an interrupt's handler reads the list */
+	cli_fault_hold(&held);
+	if (runs->count == runs->cap) {
+		size_t cap = runs->cap ? runs->cap * 2 : 16;
+		char **paths = realloc(runs->paths, cap * sizeof *paths);
+
+		if (!paths) {
+			cli_fault_release(&held);
+			return false;
+		}
+		runs->paths = paths;
+		runs->cap = cap;
+	}
+	runs->paths[runs->count++] = path;
+	cli_fault_release(&held);
+	return true;
+}
+
 /* Removes every run file, whatever became of the build. */
 static void runs_free(struct runs *runs)
 {
-	cli_fault_remove(NULL, NULL);
-	for (size_t i = 0; i < runs->count; i++) {
+	sigset_t held; /* none is left to an interrupt meanwhile */
+	cli_fault_hold(&held);
+	for (size_t i = 0; i < runs->count; i++)
 		unlink(runs->paths[i]);
+	cli_fault_remove(NULL, NULL);
+	cli_fault_release(&held);
+	for (size_t i = 0; i < runs->count; i++)
 		free(runs->paths[i]);
-	}
 	free(runs->paths);
 	free(runs->dir);
 	free(runs->base);
@@ -379,19 +403,11 @@ static int write_run(const struct build_config *cfg, struct runs *runs,
 		rc = order_records(cfg, list);
 	if (rc)
 		return rc;
-	if (runs->count == runs->cap) {
-		size_t cap = runs->cap ? runs->cap * 2 : 16;
-		char **paths = realloc(runs->paths, cap * sizeof *paths);
-
-		if (!paths)
-			goto nomem;
-		runs->paths = paths;
-		runs->cap = cap;
-	}
 	path = runs_name(runs, "run", runs->count);
-	if (!path)
+	if (!path || !runs_add(runs, path)) {
+		free(path);
 		goto nomem;
-	runs->paths[runs->count++] = path;
+	}
 	opt.profile = cfg->writer.profile;
 	opt.framing = cfg->writer.framing;
 	opt.sequence = runs->count;
@@ -483,11 +499,12 @@ static int sync_dir(const char *dir)
 /* Merges the runs into OUT; returns 0 or an exit code after reporting. */
 static int merge_runs(const struct build_config *cfg, struct runs *runs)
 {
-	kvs_segment **segs = calloc(runs->count, sizeof *segs);
+	size_t n = runs->count; /* the runs: staging joins the list below */
+	kvs_segment **segs = calloc(n, sizeof *segs);
 	kvs_merge_options opt = {0};
 	kvs_merge_stats stats;
 	kvs_error err = {0};
-	char *staging = NULL;
+	const char *staging = NULL;
 	const char *target = cfg->out;
 	int rc = EXIT_OK;
 
@@ -495,30 +512,31 @@ static int merge_runs(const struct build_config *cfg, struct runs *runs)
 		cli_error("build", NULL, "out of memory");
 		return EXIT_SYSTEM;
 	}
-	for (size_t i = 0; i < runs->count && !rc; i++)
+	for (size_t i = 0; i < n && !rc; i++)
 		rc = open_segment("build", runs->paths[i], &segs[i]);
 	if (rc)
 		goto out;
 	if (!cfg->last_wins) {
-		staging = runs_name(runs, "merge", 0);
-		if (!staging) {
+		/* in the list, so that an interrupt removes it too */
+		char *name = runs_name(runs, "merge", 0);
+		if (!name || !runs_add(runs, name)) {
+			free(name);
 			cli_error("build", NULL, "out of memory");
 			rc = EXIT_SYSTEM;
 			goto out;
 		}
-		target = staging;
+		staging = target = name;
 	}
 	opt.output = cfg->writer;
 	opt.includes_oldest = true;
-	if (kvs_merge(segs, runs->count, target, &opt, &stats, &err) !=
-	    KVS_OK) {
+	if (kvs_merge(segs, n, target, &opt, &stats, &err) != KVS_OK) {
 		rc = merge_failure("build", (const char *const *)runs->paths,
-		                   runs->count, target, err.status, &err);
+		                   n, target, err.status, &err);
 		goto out;
 	}
 	if (staging && stats.replaced) {
 		unlink(staging);
-		rc = report_repeated_key(cfg, segs, runs->count);
+		rc = report_repeated_key(cfg, segs, n);
 	} else if (staging && rename(staging, cfg->out) != 0) {
 		cli_error("build", cfg->out, "%s", strerror(errno));
 		unlink(staging);
@@ -528,10 +546,9 @@ static int merge_runs(const struct build_config *cfg, struct runs *runs)
 		rc = EXIT_SYSTEM;
 	}
 out:
-	for (size_t i = 0; i < runs->count; i++)
+	for (size_t i = 0; i < n; i++)
 		kvs_segment_unref(segs[i]);
 	free(segs);
-	free(staging);
 	return rc;
 }
 

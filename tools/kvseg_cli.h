@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -39,9 +40,14 @@ extern bool cli_stdin_closed;
  * naming it and status 3, its temporary files removed. Installed once,
  * for the verb that runs. */
 int cli_fault_install(const char *verb);
-/* Files to remove too on such a fault (build's runs: *paths[0 .. *count));
- * NULL, NULL for none. */
+/* Files to remove too on such a fault or an interrupt (build's runs:
+ * *paths[0 .. *count)); NULL, NULL for none. */
 void cli_fault_remove(char **const *paths, const size_t *count);
+/* Around a change of those files' list: an interrupt waits until
+ * cli_fault_release, so that its handler never sees the list half
+ * changed. */
+void cli_fault_hold(sigset_t *old);
+void cli_fault_release(const sigset_t *old);
 
 /* The exit code for a libkvseg failure: 4 for I/O and memory, else 3. */
 int exit_for_status(kvs_status st);

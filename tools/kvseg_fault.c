@@ -15,6 +15,10 @@
  * Everything the handler calls is async-signal-safe: open, read, readlink,
  * fcntl, unlink, close, write and _exit. A SIGBUS that the kernel did not raise
  * for an access (kill -BUS) ends kvseg as it always did.
+ *
+ * An interrupt (SIGINT, as from Ctrl-C, SIGTERM, SIGHUP) removes the same
+ * files, then ends kvseg by the signal as before: a build or merge stopped
+ * that way leaves no hidden temporary file or run behind.
  */
 #include "kvseg_cli.h"
 
@@ -165,6 +169,13 @@ static void remove_temporaries(void)
 			unlink((*fault_paths)[i]);
 }
 
+static void on_stop(int sig)
+{
+	remove_temporaries();
+	signal(sig, SIG_DFL);
+	raise(sig); /* blocked until the handler returns: then it ends kvseg */
+}
+
 static void on_sigbus(int sig, siginfo_t *si, void *uc)
 {
 	(void)uc;
@@ -203,6 +214,9 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
 	_exit(EXIT_DATA);
 }
 
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define STOP_SIGNALS (sizeof stop_signals / sizeof stop_signals[0])
+
 int cli_fault_install(const char *verb)
 {
 	fault_verb = verb;
@@ -211,11 +225,47 @@ int cli_fault_install(const char *verb)
 	sa.sa_sigaction = on_sigbus;
 	sa.sa_flags = SA_SIGINFO;
 	sigemptyset(&sa.sa_mask);
-	return sigaction(SIGBUS, &sa, NULL);
+	for (size_t i = 0; i < STOP_SIGNALS; i++)
+		sigaddset(&sa.sa_mask, stop_signals[i]);
+	if (sigaction(SIGBUS, &sa, NULL) != 0)
+		return -1;
+	for (size_t i = 0; i < STOP_SIGNALS; i++) {
+		struct sigaction old;
+		/* one the shell ignores (a background job's SIGINT) stays so */
+		if (sigaction(stop_signals[i], NULL, &old) != 0)
+			return -1;
+		if (old.sa_handler == SIG_IGN)
+			continue;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_stop;
+		sigemptyset(&sa.sa_mask);
+		for (size_t k = 0; k < STOP_SIGNALS; k++)
+			sigaddset(&sa.sa_mask, stop_signals[k]);
+		if (sigaction(stop_signals[i], &sa, NULL) != 0)
+			return -1;
+	}
+	return 0;
 }
 
 void cli_fault_remove(char **const *paths, const size_t *count)
 {
+	sigset_t old;
+	cli_fault_hold(&old);
 	fault_paths = paths;
 	fault_count = count;
+	cli_fault_release(&old);
+}
+
+void cli_fault_hold(sigset_t *old)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	for (size_t i = 0; i < STOP_SIGNALS; i++)
+		sigaddset(&set, stop_signals[i]);
+	sigprocmask(SIG_BLOCK, &set, old);
+}
+
+void cli_fault_release(const sigset_t *old)
+{
+	sigprocmask(SIG_SETMASK, old, NULL);
 }

@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 KVSEG = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
@@ -1482,11 +1483,88 @@ def test_cut_short():
           "stopped and cut")
 
 
+def interrupt_when(args, d, ready, sig, stdin=None):
+    """Runs kvseg ARGS in d and sends it sig as soon as ready() holds.
+    Returns its exit status, or None when it ended before that."""
+    proc = subprocess.Popen([KVSEG] + [str(a) for a in args], cwd=d,
+                            stdin=subprocess.PIPE if stdin else
+                            subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    def feed():
+        try:
+            proc.stdin.write(stdin)
+            proc.stdin.close()
+        except BrokenPipeError:  # it was interrupted while reading
+            pass
+    if stdin:
+        writer = threading.Thread(target=feed)
+        writer.start()
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and not ready():
+        if time.monotonic() > deadline:
+            break
+    sent = proc.poll() is None
+    if sent:
+        proc.send_signal(sig)
+    rc = proc.wait()
+    if stdin:
+        writer.join()
+    return rc if sent else None
+
+
+def test_interrupted():
+    """kvseg interrupted (Ctrl-C's SIGINT, SIGTERM, SIGHUP) while it
+    builds or merges: it ends by the signal, and leaves no output, no
+    hidden temporary file and no run behind."""
+    d = path("interrupt")
+    os.mkdir(d)
+    n = 300000
+    lines = b"".join(b"key%09d\tvalue-of-%09d\n" % ((i * 7919) % n, i)
+                     for i in range(n))
+    r = kvseg("build", os.path.join(d, "a.seg"), stdin=lines)
+    expect_rc(r, 0, "build a.seg")
+    r = kvseg("build", os.path.join(d, "b.seg"),
+              stdin=b"".join(b"key%09d\tb\n" % i for i in range(0, n, 3)))
+    expect_rc(r, 0, "build b.seg")
+    before = sorted(os.listdir(d))
+
+    def has(*parts):
+        return lambda: any(all(p in x for p in parts) for x in os.listdir(d))
+
+    cases = [
+        ("build --memory, writing its runs", signal.SIGINT,
+         ["build", "--memory", "1M", "c.seg"], has(".run-"), lines),
+        ("build --memory, merging its runs", signal.SIGTERM,
+         ["build", "--memory", "1M", "c.seg"], has(".merge-", ".tmp-"),
+         lines),
+        ("build", signal.SIGHUP, ["build", "c.seg"], has(".tmp-"), lines),
+        ("merge", signal.SIGINT, ["merge", "c.seg", "a.seg", "b.seg"],
+         has(".tmp-"), None),
+    ]
+    for what, sig, args, ready, stdin in cases:
+        for attempt in range(5):
+            rc = interrupt_when(args, d, ready, sig, stdin)
+            if rc is not None:
+                break
+            for x in set(os.listdir(d)) - set(before):
+                os.unlink(os.path.join(d, x))  # it ended first: again
+        if check(rc is not None, "%s: interrupted while it ran" % what):
+            check(rc == -sig, "%s: ends by signal %d, not status %d"
+                  % (what, sig, rc))
+            check(sorted(os.listdir(d)) == before,
+                  "%s: nothing left behind: %r"
+                  % (what, sorted(set(os.listdir(d)) - set(before))))
+        for x in set(os.listdir(d)) - set(before):
+            os.unlink(os.path.join(d, x))
+    print("  interrupted: build --memory (runs, merge), build, merge")
+
+
 TESTS = [test_help, test_modes_and_formats, test_dump_across_modes,
          test_get, test_scan_filters, test_duplicates, test_bad_input,
          test_empty_and_bits, test_verify_and_corruption, test_stat,
          test_bad_arguments, test_large, test_merge, test_catalog,
-         test_build_memory, test_cut_short]
+         test_build_memory, test_cut_short, test_interrupted]
 
 
 def main():
