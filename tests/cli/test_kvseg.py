@@ -1330,32 +1330,57 @@ def test_build_memory():
 # ---- a segment cut short while kvseg reads it -------------------------------
 
 
+def start_until(args, d, ready, stdin=None):
+    """Starts kvseg ARGS in d, stdin fed from a thread, and waits until
+    ready() holds or kvseg ends (120 s at most). Returns (proc, caught,
+    done): caught when kvseg still runs and ready() held; done() waits for
+    its end and gives (exit status, stderr)."""
+    proc = subprocess.Popen([KVSEG] + [str(a) for a in args], cwd=d,
+                            stdin=subprocess.PIPE if stdin else
+                            subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def feed():
+        try:
+            proc.stdin.write(stdin)
+            proc.stdin.close()
+        except BrokenPipeError:  # it ended while reading
+            pass
+    feeder = threading.Thread(target=feed) if stdin else None
+    if feeder:
+        feeder.start()
+    deadline = time.monotonic() + 120
+    caught = False
+    while proc.poll() is None and time.monotonic() < deadline:
+        if ready():
+            caught = proc.poll() is None
+            break
+
+    def done():
+        err = proc.stderr.read().decode("utf-8", "replace")
+        rc = proc.wait()
+        if feeder:
+            feeder.join()
+        return rc, err
+    return proc, caught, done
+
+
 def cut_while_stopped(args, d, ready, victim, stdin=None):
     """Runs kvseg ARGS in d, stops it (SIGSTOP) as soon as ready() holds,
     truncates victim (a name, or a function giving it then) to 4096 bytes
     and lets kvseg go on. Returns (rc, stderr), or None when kvseg ended
     before it could be stopped or succeeded (the cut came too late)."""
-    proc = subprocess.Popen([KVSEG] + [str(a) for a in args], cwd=d,
-                            stdin=subprocess.PIPE if stdin else
-                            subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    if stdin:
-        proc.stdin.write(stdin)
-        proc.stdin.close()
-    deadline = time.monotonic() + 120
-    while proc.poll() is None and not ready():
-        if time.monotonic() > deadline:
+    proc, caught, done = start_until(args, d, ready, stdin)
+    if not caught:
+        if proc.poll() is None:
             proc.kill()
-            break
-    if proc.poll() is not None:
-        proc.wait()
+        done()
         return None
     os.kill(proc.pid, signal.SIGSTOP)
     os.truncate(os.path.join(d, victim() if callable(victim) else victim),
                 4096)
     os.kill(proc.pid, signal.SIGCONT)
-    err = proc.stderr.read().decode("utf-8", "replace")
-    rc = proc.wait()
+    rc, err = done()
     # success: kvseg had read all it needed of victim before the cut
     return None if rc == 0 else (rc, err)
 
@@ -1486,31 +1511,13 @@ def test_cut_short():
 def interrupt_when(args, d, ready, sig, stdin=None):
     """Runs kvseg ARGS in d and sends it sig as soon as ready() holds.
     Returns its exit status, or None when it ended before that."""
-    proc = subprocess.Popen([KVSEG] + [str(a) for a in args], cwd=d,
-                            stdin=subprocess.PIPE if stdin else
-                            subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    def feed():
-        try:
-            proc.stdin.write(stdin)
-            proc.stdin.close()
-        except BrokenPipeError:  # it was interrupted while reading
-            pass
-    if stdin:
-        writer = threading.Thread(target=feed)
-        writer.start()
-    deadline = time.monotonic() + 120
-    while proc.poll() is None and not ready():
-        if time.monotonic() > deadline:
-            break
-    sent = proc.poll() is None
-    if sent:
+    proc, caught, done = start_until(args, d, ready, stdin)
+    if caught:
         proc.send_signal(sig)
-    rc = proc.wait()
-    if stdin:
-        writer.join()
-    return rc if sent else None
+    elif proc.poll() is None:
+        proc.kill()
+    rc, _ = done()
+    return rc if caught else None
 
 
 def test_interrupted():
