@@ -217,31 +217,34 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
 static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
 #define STOP_SIGNALS (sizeof stop_signals / sizeof stop_signals[0])
 
+static void stop_set(sigset_t *set)
+{
+	sigemptyset(set);
+	for (size_t i = 0; i < STOP_SIGNALS; i++)
+		sigaddset(set, stop_signals[i]);
+}
+
 int cli_fault_install(const char *verb)
 {
 	fault_verb = verb;
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_sigaction = on_sigbus;
-	sa.sa_flags = SA_SIGINFO;
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < STOP_SIGNALS; i++)
-		sigaddset(&sa.sa_mask, stop_signals[i]);
-	if (sigaction(SIGBUS, &sa, NULL) != 0)
+	/* neither handler runs inside the other */
+	struct sigaction bus, stop;
+	memset(&bus, 0, sizeof bus);
+	bus.sa_sigaction = on_sigbus;
+	bus.sa_flags = SA_SIGINFO;
+	stop_set(&bus.sa_mask);
+	if (sigaction(SIGBUS, &bus, NULL) != 0)
 		return -1;
+	memset(&stop, 0, sizeof stop);
+	stop.sa_handler = on_stop;
+	stop_set(&stop.sa_mask);
 	for (size_t i = 0; i < STOP_SIGNALS; i++) {
 		struct sigaction old;
 		/* one the shell ignores (a background job's SIGINT) stays so */
 		if (sigaction(stop_signals[i], NULL, &old) != 0)
 			return -1;
-		if (old.sa_handler == SIG_IGN)
-			continue;
-		memset(&sa, 0, sizeof sa);
-		sa.sa_handler = on_stop;
-		sigemptyset(&sa.sa_mask);
-		for (size_t k = 0; k < STOP_SIGNALS; k++)
-			sigaddset(&sa.sa_mask, stop_signals[k]);
-		if (sigaction(stop_signals[i], &sa, NULL) != 0)
+		if (old.sa_handler != SIG_IGN &&
+		    sigaction(stop_signals[i], &stop, NULL) != 0)
 			return -1;
 	}
 	return 0;
@@ -259,9 +262,7 @@ void cli_fault_remove(char **const *paths, const size_t *count)
 void cli_fault_hold(sigset_t *old)
 {
 	sigset_t set;
-	sigemptyset(&set);
-	for (size_t i = 0; i < STOP_SIGNALS; i++)
-		sigaddset(&set, stop_signals[i]);
+	stop_set(&set);
 	sigprocmask(SIG_BLOCK, &set, old);
 }
 
