@@ -122,7 +122,8 @@ static bool exists(const char *dir, const char *name)
 	return lstat(p, &sb) == 0;
 }
 
-/* A temporary as open() must remove it: a leading '.' and ".tmp-". */
+/* What open() must remove: a leading '.' and ".tmp-" or ".pub-" (writers'
+ * temporaries) or ".replaced" (marks of replace()'s inputs). */
 static unsigned count_temporaries(const char *dir, char *first, size_t cap)
 {
 	DIR *d = opendir(dir);
@@ -130,10 +131,33 @@ static unsigned count_temporaries(const char *dir, char *first, size_t cap)
 	unsigned n = 0;
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL)
-		if (e->d_name[0] == '.' && strstr(e->d_name, ".tmp-")) {
+		if (e->d_name[0] == '.' && (strstr(e->d_name, ".tmp-") ||
+		                            strstr(e->d_name, ".pub-") ||
+		                            strstr(e->d_name, ".replaced"))) {
 			if (n++ == 0 && first)
 				snprintf(first, cap, "%s", e->d_name);
 		}
+	closedir(d);
+	return n;
+}
+
+/* Files of c's directory named like the crash test's merge outputs
+ * ("m...") that c does not name; the first one's name into first. */
+static unsigned count_unnamed_outputs(const kvs_catalog *c, char *first,
+                                      size_t cap)
+{
+	DIR *d = opendir(kvs_catalog_dir(c));
+	assert_non_null(d);
+	unsigned n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		bool named = e->d_name[0] != 'm';
+		for (size_t i = 0; !named && i < kvs_catalog_count(c); i++)
+			named = !strcmp(kvs_catalog_entry_at(c, i)->name,
+			                e->d_name);
+		if (!named && n++ == 0)
+			snprintf(first, cap, "%s", e->d_name);
+	}
 	closedir(d);
 	return n;
 }
@@ -719,6 +743,146 @@ static void test_temporaries(void **state)
 	CHECK(exists(dir, "live"), "the writer's segment is in place");
 }
 
+/* A second name for dir/name. */
+static void link_in(const char *dir, const char *name, const char *second)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	path_join(a, dir, name);
+	path_join(b, dir, second);
+	if (link(a, b) != 0)
+		FAILF("link %s %s: %s", a, b, strerror(errno));
+}
+
+/* A writer's publish hook that opens (recovers) the directory while the
+ * writer waits in it, notes what it sees, and answers as told. */
+typedef struct hook_probe {
+	const char *dir;
+	kvs_status answer;
+	bool ran;
+	nlink_t names; /* the output's names seen from the hook */
+} hook_probe;
+
+static kvs_status probe_publish(void *ctx, const char *path, kvs_error *err)
+{
+	hook_probe *h = ctx;
+	h->ran = true;
+	kvs_catalog_close(open_ok(h->dir, "open while a writer publishes"));
+	struct stat sb;
+	h->names = lstat(path, &sb) == 0 ? sb.st_nlink : 0;
+	if (h->answer != KVS_OK)
+		return kvs_error_set(err, h->answer, "%s: the probe refuses",
+		                     path);
+	return KVS_OK;
+}
+
+/* A writer of dir/name with the probe as its publish hook: finish's
+ * status. */
+static kvs_status probe_write(const char *dir, const char *name,
+                              hook_probe *h)
+{
+	char p[PATH_MAX];
+	kvs_writer *w = NULL;
+	kvs_writer_options wo = {0};
+	kvs_error err = {0};
+	wo.flags = KVS_WRITER_NO_SYNC;
+	wo.sequence = 9;
+	wo.publish = probe_publish;
+	wo.publish_ctx = h;
+	path_join(p, dir, name);
+	EXPECT_OK(kvs_writer_open(&w, p, &wo, &err), err, "writer %s", name);
+	EXPECT_OK(kvs_writer_add_bytes(w, "k", 1, KVS_KIND_VALUE, "v", 1,
+	                               &err),
+	          err, "add to %s", name);
+	kvs_status st = kvs_writer_finish(w, &err);
+	kvs_writer_free(w);
+	return st;
+}
+
+static void test_unpublished(void **state)
+{
+	(void)state;
+	g_seq = "unpublished outputs and replaced inputs";
+	char dir[PATH_MAX], p[PATH_MAX];
+	make_subdir(dir, "unpublished");
+	kvs_catalog_close(make_numbered(dir, 2)); /* s1, s2: generation 3 */
+
+	/* a hooked writer died after linking its output, before (out) or
+	 * after (s2) the catalog named it; a plain writer's link fallback
+	 * died before unlinking its temporary name (plain) */
+	write_segment(dir, "out", 3);
+	link_in(dir, "out", ".out.pub-abc123");
+	link_in(dir, "s2", ".s2.pub-xyz789");
+	write_segment(dir, "plain", 4);
+	link_in(dir, "plain", ".plain.tmp-qwerty");
+	/* replace() died after publishing a generation without gone, or
+	 * before publishing one without s1; other's mark is another file */
+	write_segment(dir, "gone", 5);
+	link_in(dir, "gone", ".gone.replaced");
+	link_in(dir, "s1", ".s1.replaced");
+	write_segment(dir, "other", 6);
+	path_join(p, dir, ".other.replaced");
+	spill(p, "not other", 9);
+
+	kvs_catalog *c = open_ok(dir, "recovery");
+	const char *live[] = {"s1", "s2"};
+	expect_catalog(c, 3, live, 2, "after recovery");
+	kvs_catalog_close(c);
+	CHECK(!exists(dir, "out"), "an unpublished output is removed");
+	CHECK(exists(dir, "s2"), "a published output stays");
+	CHECK(exists(dir, "plain"), "a plain writer's segment stays");
+	CHECK(!exists(dir, "gone"), "a replaced input is removed");
+	CHECK(exists(dir, "s1"), "an input still live stays");
+	CHECK(exists(dir, "other"), "a file that is not its mark's stays");
+	CHECK(count_temporaries(dir, p, sizeof p) == 0,
+	      "marks and temporaries are removed (%s)", p);
+
+	/* without a catalog the marks go and the segments are scanned */
+	make_subdir(dir, "unpublished-scan");
+	write_segment(dir, "a", 1);
+	link_in(dir, "a", ".a.replaced");
+	write_segment(dir, "b", 2);
+	link_in(dir, "b", ".b.pub-abcdef");
+	c = open_ok(dir, "scan with marks");
+	const char *a[] = {"a"};
+	expect_catalog(c, 1, a, 1, "scan with marks");
+	kvs_catalog_close(c);
+	CHECK(exists(dir, "a") && !exists(dir, "b"),
+	      "scan: the marked input stays, the unpublished output goes");
+	CHECK(count_temporaries(dir, p, sizeof p) == 0,
+	      "scan: marks removed (%s)", p);
+
+	/* a live hooked writer: recovery run from its hook leaves both of
+	 * the output's names; the hook's answer decides what stays */
+	make_subdir(dir, "publishing");
+	kvs_catalog_close(make_numbered(dir, 1));
+	hook_probe yes = {dir, KVS_OK, false, 0};
+	EXPECT_ST(probe_write(dir, "m", &yes), KVS_OK, "hook says yes");
+	CHECK(yes.ran && yes.names == 2,
+	      "yes: the hook ran with the output under two names (%d, %u)",
+	      yes.ran, (unsigned)yes.names);
+	CHECK(exists(dir, "m") && count_temporaries(dir, NULL, 0) == 0,
+	      "yes: the output stays under its name alone");
+	hook_probe no = {dir, KVS_E_CONFLICT, false, 0};
+	EXPECT_ST(probe_write(dir, "n", &no), KVS_E_CONFLICT,
+	          "finish fails with the hook's status");
+	CHECK(no.ran && no.names == 2, "no: the hook ran (%d, %u)", no.ran,
+	      (unsigned)no.names);
+	CHECK(!exists(dir, "n") && count_temporaries(dir, NULL, 0) == 0,
+	      "no: nothing is left");
+	/* link never replaces: a file at the name stays, the hook never
+	 * runs */
+	path_join(p, dir, "n");
+	spill(p, "theirs", 6);
+	hook_probe taken = {dir, KVS_OK, false, 0};
+	EXPECT_ST(probe_write(dir, "n", &taken), KVS_E_EXISTS,
+	          "a file at the name");
+	CHECK(!taken.ran && count_temporaries(dir, NULL, 0) == 0,
+	      "taken: no hook and no temporary left");
+	struct stat sb;
+	CHECK(lstat(p, &sb) == 0 && sb.st_size == 6 && sb.st_nlink == 1,
+	      "taken: the file at the name is untouched");
+}
+
 static void expect_open_corrupt(const char *dir, const char *name,
                                 const char *when)
 {
@@ -938,6 +1102,26 @@ static uint64_t newest_sequence(const kvs_catalog *c)
 	return n ? kvs_catalog_entry_at(c, n - 1)->sequence : 0;
 }
 
+/* The merge's publication, as the writer's publish hook: replace() while
+ * the output has both its name and its locked temporary one. */
+typedef struct crash_pub {
+	kvs_catalog *c;
+	int fd;
+	uint64_t gen;
+	const char **names;
+	size_t n;
+	const char *out;
+} crash_pub;
+
+static kvs_status crash_publish(void *ctx, const char *path, kvs_error *err)
+{
+	crash_pub *p = ctx;
+	(void)path;
+	say(p->fd, 'R', p->gen);
+	return kvs_catalog_replace(p->c, p->gen, p->names, p->n, p->out, true,
+	                           err);
+}
+
 static void __attribute__((noreturn)) crash_child(const char *dir, int fd)
 {
 	kvs_error err = {0};
@@ -983,19 +1167,18 @@ static void __attribute__((noreturn)) crash_child(const char *dir, int fd)
 		    (int)sizeof out_path)
 			child_fail("path too long", &err);
 		kvs_merge_options mo = {0};
+		crash_pub pub = {c, fd, gen, names, n, out};
 		mo.output.sequence = src;
 		mo.output.flags = KVS_WRITER_NO_SYNC;
+		mo.output.publish = crash_publish;
+		mo.output.publish_ctx = &pub;
 		mo.drop_tombstones = true; /* all live: includes the oldest */
 		mo.includes_oldest = true;
 		if (kvs_merge(in, n, out_path, &mo, NULL, &err) != KVS_OK)
-			child_fail("merge", &err);
+			child_fail("merge and replace", &err);
 		for (size_t i = 0; i < n; i++)
 			kvs_segment_unref(in[i]);
 		free(in);
-		say(fd, 'R', gen);
-		if (kvs_catalog_replace(c, gen, names, n, out, true, &err) !=
-		    KVS_OK)
-			child_fail("replace", &err);
 		free(names);
 		say(fd, 'G', kvs_catalog_generation(c));
 	}
@@ -1198,6 +1381,11 @@ static void test_crash_merge_publish(void **state)
 		if (left)
 			FAILF("%s: %u temporary files after open (%s)", when,
 			      left, first);
+		left = count_unnamed_outputs(c, first, sizeof first);
+		if (left)
+			FAILF("%s: %u merge outputs that the catalog does not "
+			      "name after open (%s)",
+			      when, left, first);
 		kvs_catalog_close(c);
 	}
 	printf("crash test: %d kills, %u publications reported, final "
@@ -1239,6 +1427,7 @@ int main(int argc, char **argv)
 	    TEST(test_remove_and_unlink),
 	    TEST(test_reload),
 	    TEST(test_temporaries),
+	    TEST(test_unpublished),
 	    TEST(test_bad_segments),
 	    TEST(test_corrupt_catalog),
 	    TEST(test_crash_merge_publish),

@@ -9,11 +9,12 @@
  * merge is optimistic: it reads the generation, merges without holding
  * any lock, and publishes with kvs_catalog_replace() only if the catalog
  * is still at that generation; otherwise the merged file is removed and
- * nothing changed. The output takes the first free name, and the merge
- * publishes it with KVS_WRITER_NO_REPLACE: should another process create
- * that name meanwhile, its file stays and this merge fails having changed
- * nothing. No placeholder is created, so a merge killed at any instant
- * leaves only its temporary file, which recovery removes. Its sequence
+ * nothing changed. The output takes the first free name, which the writer
+ * gives it with link(2) (see publish_in_catalog): should another process
+ * create that name meanwhile, its file stays and this merge fails having
+ * changed nothing. Until the catalog names the output, the writer's
+ * locked temporary file names it too, so a merge killed at any instant
+ * leaves nothing that recovery keeps. Its sequence
  * is by default the newest input's: the merged segment takes the newest
  * input's place in age order, and keeping sequences in that order keeps
  * the order a catalog rebuilt from the files (by sequence) would give.
@@ -348,31 +349,55 @@ static bool may_be_live(kvs_catalog *c, const char *name)
 	return false;
 }
 
-/* Publishes out_name in place of the inputs; removes it on failure. */
-static int publish_merge(const struct catalog_args *a, kvs_catalog *c,
-                         uint64_t generation, const char *const *names,
-                         size_t n, const char *out_name, const char *out_path)
-{
-	kvs_error err = {0};
-	kvs_status st =
-	    kvs_catalog_replace(c, generation, names, n, out_name, true, &err);
+/*
+ * The output's publication in the catalog, as the writer's publish hook
+ * (kvs_writer_options.publish): called once the output is complete and
+ * linked at its name while the writer's locked temporary file still names
+ * it, so that a merge killed before the catalog names the output leaves
+ * nothing that recovery keeps. A failure makes the writer remove the
+ * output, unless the new generation is out after all (an input could not
+ * be unlinked after it): then the output stays and the failure is
+ * reported once the merge has ended.
+ */
+struct publication {
+	kvs_catalog *c;
+	uint64_t generation;
+	const char *const *names;
+	size_t n;
+	const char *out_name;
+	kvs_status failed; /* the catalog's failure, KVS_OK if none */
+	kvs_error err;
+};
 
-	if (st == KVS_OK)
-		return EXIT_OK;
-	if (st == KVS_E_CONFLICT) {
-		unlink(out_path);
+static kvs_status publish_in_catalog(void *ctx, const char *path,
+                                     kvs_error *err)
+{
+	struct publication *p = ctx;
+	kvs_status st = kvs_catalog_replace(p->c, p->generation, p->names,
+	                                    p->n, p->out_name, true, &p->err);
+
+	(void)path;
+	p->failed = st;
+	if (st == KVS_OK || (st != KVS_E_CONFLICT &&
+	                     may_be_live(p->c, p->out_name)))
+		return KVS_OK;
+	*err = p->err;
+	return st;
+}
+
+/* Reports the catalog's failure to publish the merge. */
+static int publication_failure(const struct catalog_args *a,
+                               const struct publication *p)
+{
+	if (p->failed == KVS_E_CONFLICT) {
 		cli_error("catalog", a->dir,
 		          "the catalog changed during the merge (%s); nothing "
 		          "was published and %s was removed: run the merge "
 		          "again",
-		          err.message, out_name);
+		          p->err.message, p->out_name);
 		return EXIT_DATA;
 	}
-	/* Unless the new generation is out (an input could not be
-	 * unlinked after it), the merged file is nobody's. */
-	if (!may_be_live(c, out_name))
-		unlink(out_path);
-	return catalog_failure(a->dir, st, &err);
+	return catalog_failure(a->dir, p->failed, &p->err);
 }
 
 static int catalog_merge(struct catalog_args *a)
@@ -441,12 +466,17 @@ static int catalog_merge(struct catalog_args *a)
 		                   &out_path);
 	if (rc)
 		goto out;
-	cfg->output.flags |= KVS_WRITER_NO_REPLACE;
-	rc = merge_run("catalog", segs, (const char *const *)paths, n, out_path,
-	               cfg, &stats);
-	if (rc)
-		goto out;
-	rc = publish_merge(a, c, generation, names, n, out_name, out_path);
+	struct publication pub = {c, generation, names, n, out_name, KVS_OK,
+	                          {0}};
+	kvs_error err = {0};
+	cfg->output.publish = publish_in_catalog;
+	cfg->output.publish_ctx = &pub;
+	kvs_status st = merge_exec(segs, n, out_path, cfg, &stats, &err);
+	if (pub.failed != KVS_OK)
+		rc = publication_failure(a, &pub);
+	else if (st != KVS_OK)
+		rc = merge_failure("catalog", (const char *const *)paths, n,
+		                   out_path, st, &err);
 	if (!rc && !cfg->quiet) {
 		merge_print_summary(n, out_path, &stats);
 		rc = print_generation(c);

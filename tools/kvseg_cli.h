@@ -306,8 +306,12 @@ int merge_option(const char *verb, struct merge_config *cfg, int id,
 int merge_prepare(const char *verb, kvs_segment *const *inputs,
                   const char *const *names, size_t n, struct merge_config *cfg);
 /* Runs kvs_merge into out with a progress bar on a terminal (unless
- * quiet); names[i] is input i's path, for messages. Returns 0 or an exit
- * code after reporting. */
+ * quiet); its status, with err set on failure. */
+kvs_status merge_exec(kvs_segment *const *inputs, size_t n, const char *out,
+                      const struct merge_config *cfg, kvs_merge_stats *stats,
+                      kvs_error *err);
+/* merge_exec, reporting a failure; names[i] is input i's path, for
+ * messages. Returns 0 or an exit code after reporting. */
 int merge_run(const char *verb, kvs_segment *const *inputs,
               const char *const *names, size_t n, const char *out,
               const struct merge_config *cfg, kvs_merge_stats *stats);

@@ -7,13 +7,15 @@
  * with "Bus error" and leave the temporary output of a build or merge
  * behind. The handler here instead names the file and the byte that is
  * gone ("kvseg VERB: FILE: ..."), removes kvseg's own temporary files (the
- * writer's and the catalog's ".NAME.tmp-XXXXXX" that kvseg holds open,
- * and build's runs), and exits with status 3: a damaged segment. What was
- * published before the fault stays as it was, and no output is left
- * half-written.
+ * writer's and the catalog's ".NAME.tmp-XXXXXX" and ".NAME.pub-XXXXXX"
+ * that kvseg holds open, and build's runs), and exits with status 3: a
+ * damaged segment. What was published before the fault stays as it was,
+ * and no output is left half-written. A catalog merge's output already
+ * linked at its final name is left to the catalog's recovery, which alone
+ * can tell whether the catalog names it.
  *
  * Everything the handler calls is async-signal-safe: open, read, readlink,
- * fcntl, unlink, close, write and _exit. A SIGBUS that the kernel did not raise
+ * fcntl, fstat, unlink, close, write and _exit. A SIGBUS that the kernel did not raise
  * for an access (kill -BUS) ends kvseg as it always did.
  *
  * An interrupt (SIGINT, as from Ctrl-C, SIGTERM, SIGHUP) removes the same
@@ -27,6 +29,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *fault_verb = "";
@@ -158,8 +161,12 @@ static void remove_temporaries(void)
 		/* written by kvseg: an input it reads is never removed */
 		int mode = fcntl(fd, F_GETFL);
 		const char *name = strrchr(path, '/');
+		struct stat sb;
 		if (name && kvs_catalog_temporary_name(name + 1) && mode >= 0 &&
-		    (mode & O_ACCMODE) != O_RDONLY) {
+		    (mode & O_ACCMODE) != O_RDONLY &&
+		    /* linked at its final name (a publish hook): whether the
+		     * catalog names it now is for recovery to find out */
+		    !(fstat(fd, &sb) == 0 && sb.st_nlink > 1)) {
 			unlink(path);
 			close(fd);
 		}

@@ -225,13 +225,12 @@ int merge_failure(const char *verb, const char *const *names, size_t n,
 	return exit_for_status(st);
 }
 
-int merge_run(const char *verb, kvs_segment *const *inputs,
-              const char *const *names, size_t n, const char *out,
-              const struct merge_config *cfg, kvs_merge_stats *stats)
+kvs_status merge_exec(kvs_segment *const *inputs, size_t n, const char *out,
+                      const struct merge_config *cfg, kvs_merge_stats *stats,
+                      kvs_error *err)
 {
 	kvs_merge_options opt = {0};
 	struct progress progress = {0};
-	kvs_error err = {0};
 	kvs_status st;
 
 	opt.output = cfg->output;
@@ -248,11 +247,21 @@ int merge_run(const char *verb, kvs_segment *const *inputs,
 		opt.progress = draw_progress;
 		opt.progress_ctx = &progress;
 	}
-	st = kvs_merge(inputs, n, out, &opt, stats, &err);
+	st = kvs_merge(inputs, n, out, &opt, stats, err);
 	if (progress.drawn) {
 		fputs("\r\033[K", stderr);
 		fflush(stderr);
 	}
+	return st;
+}
+
+int merge_run(const char *verb, kvs_segment *const *inputs,
+              const char *const *names, size_t n, const char *out,
+              const struct merge_config *cfg, kvs_merge_stats *stats)
+{
+	kvs_error err = {0};
+	kvs_status st = merge_exec(inputs, n, out, cfg, stats, &err);
+
 	if (st != KVS_OK)
 		return merge_failure(verb, names, n, out, st, &err);
 	return EXIT_OK;

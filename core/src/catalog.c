@@ -33,11 +33,13 @@
 #include "kvseg/crc32c.h"
 #include "kvseg/bits.h"
 #include "kvseg/segment.h"
+#include "segment_internal.h"
 
 #define CAT_MAGIC      "\x89KVCAT\r\n"
 #define CAT_VERSION    1
 #define CAT_LOCK_FILE  KVS_CATALOG_FILE ".lock"
 #define CAT_TMP_PREFIX "." KVS_CATALOG_FILE ".tmp-"
+#define CAT_REPLACED ".replaced" /* see replaced_mark */
 
 /* §10: header, per-entry fixed bytes, trailer */
 enum {
@@ -130,18 +132,14 @@ static kvs_status path_in(char out[PATH_MAX], const char *dir, const char *name,
 	return KVS_OK;
 }
 
-/* What open() removes: ".CATALOG.tmp-*" and the segment writer's
- * ".NAME.tmp-XXXXXX" (a name of at least one byte, six template chars). */
-bool kvs_catalog_temporary_name(const char *name)
+/* Is name a segment writer's ".NAME.<tag>-XXXXXX" (a name of at least
+ * one byte, six template chars)? */
+static bool writer_temporary(const char *name, const char tag[6])
 {
 	size_t len = strlen(name);
-	if (strncmp(name, CAT_TMP_PREFIX, strlen(CAT_TMP_PREFIX)) == 0)
-		return true;
-	static const char tag[] = ".tmp-";
-	size_t tlen = sizeof tag - 1;
-	if (name[0] != '.' || len < 1 + 1 + tlen + 6)
+	if (name[0] != '.' || len < 1 + 1 + 5 + 6)
 		return false;
-	if (memcmp(name + len - 6 - tlen, tag, tlen) != 0)
+	if (memcmp(name + len - 6 - 5, tag, 5) != 0)
 		return false;
 	for (size_t i = len - 6; i < len; i++)
 		if (name[i] == '/' || name[i] == '.')
@@ -149,19 +147,19 @@ bool kvs_catalog_temporary_name(const char *name)
 	return true;
 }
 
+/* What open() removes: ".CATALOG.tmp-*", the segment writer's
+ * ".NAME.tmp-XXXXXX" and, with a publish hook, ".NAME.pub-XXXXXX". */
+bool kvs_catalog_temporary_name(const char *name)
+{
+	if (strncmp(name, CAT_TMP_PREFIX, strlen(CAT_TMP_PREFIX)) == 0)
+		return true;
+	return writer_temporary(name, ".tmp-") ||
+	       writer_temporary(name, ".pub-");
+}
+
 static kvs_status fsync_dir(const char *dir, kvs_error *err)
 {
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || fsync(fd) < 0) {
-		int e = errno;
-		if (fd >= 0)
-			close(fd);
-		return kvs_error_set(err, KVS_E_IO,
-		                     "%s: fsync of the directory: %s", dir,
-		                     strerror(e));
-	}
-	close(fd);
-	return KVS_OK;
+	return seg_fsync_dir(dir, dir, err);
 }
 
 /* flock(op) on DIR/CATALOG.lock, created if need be; *fd to close. */
@@ -601,48 +599,156 @@ static kvs_status publish(const char *dir, const cat_state *s, kvs_error *err)
 
 /* ---- recovery ------------------------------------------------------------ */
 
-/* Removes what crashed publishers and segment writers left behind. */
-static kvs_status remove_temporaries(const char *dir, kvs_error *err)
+/* Is name live in s (NULL: a directory without a catalog yet)? */
+static bool names_live(const cat_state *s, const char *name)
 {
-	DIR *dp = opendir(dir);
+	for (size_t i = 0; s && i < s->count; i++)
+		if (strcmp(s->entries[i].name, name) == 0)
+			return true;
+	return false;
+}
+
+/* What recovery is about: dir, the catalog's segments (NULL where there is
+ * no catalog yet) and, for remove_unpublished, a held temporary file. */
+typedef struct sweep {
+	const char *dir;
+	const cat_state *live;
+	const char *tmp;
+	struct stat file;
+} sweep;
+
+typedef kvs_status (*sweep_fn)(sweep *w, int dfd, const char *name,
+                               kvs_error *err);
+
+/* Calls fn for each entry of w->dir until it fails; a failing opendir or
+ * readdir is an error naming the directory. */
+static kvs_status sweep_dir(sweep *w, sweep_fn fn, kvs_error *err)
+{
+	DIR *dp = opendir(w->dir);
 	if (!dp)
-		return kvs_error_set(err, KVS_E_IO, "%s: %s", dir,
+		return kvs_error_set(err, KVS_E_IO, "%s: %s", w->dir,
 		                     strerror(errno));
 	kvs_status st = KVS_OK;
 	struct dirent *de;
-	while (st == KVS_OK && (errno = 0, de = readdir(dp)) != NULL) {
-		struct stat sb;
-		if (!kvs_catalog_temporary_name(de->d_name))
-			continue;
-		if (fstatat(dirfd(dp), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) <
-		        0 ||
-		    !S_ISREG(sb.st_mode))
-			continue;
-		/* A live writer holds a lock on its temporary file until it
-		 * has renamed it: only files nobody holds are orphans. */
-		int fd = openat(dirfd(dp), de->d_name,
-		                O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		if (fd < 0)
-			continue;
-		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-			close(fd);
-			continue;
-		}
-		int rc = unlinkat(dirfd(dp), de->d_name, 0);
-		int e = errno;
-		close(fd);
-		errno = e;
-		if (rc < 0 && errno != ENOENT)
-			st = kvs_error_set(err, KVS_E_IO,
-			                   "%s/%s: cannot remove a temporary "
-			                   "file: %s",
-			                   dir, de->d_name, strerror(errno));
-	}
+	while (st == KVS_OK && (errno = 0, de = readdir(dp)) != NULL)
+		st = fn(w, dirfd(dp), de->d_name, err);
 	if (st == KVS_OK && errno)
-		st = kvs_error_set(err, KVS_E_IO, "%s: readdir: %s", dir,
+		st = kvs_error_set(err, KVS_E_IO, "%s: readdir: %s", w->dir,
 		                   strerror(errno));
 	closedir(dp);
 	return st;
+}
+
+/* Unlinks dir/name, which may be gone already; what names the file in
+ * the message. */
+static kvs_status sweep_unlink(const sweep *w, int dfd, const char *name,
+                               const char *what, kvs_error *err)
+{
+	if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
+		return kvs_error_set(err, KVS_E_IO, "%s/%s: cannot remove %s: %s",
+		                     w->dir, name, what, strerror(errno));
+	return KVS_OK;
+}
+
+/*
+ * A writer with a publish hook died between giving its file the final
+ * name and removing the temporary name w->tmp (segment_writer.c,
+ * publish_linked): the other names of the file (w->file's device and
+ * inode) that the catalog does not name are that unpublished output.
+ */
+static kvs_status remove_unpublished(sweep *w, int dfd, const char *name,
+                                     kvs_error *err)
+{
+	struct stat sb;
+	if (strcmp(name, w->tmp) == 0 || names_live(w->live, name) ||
+	    fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    sb.st_dev != w->file.st_dev || sb.st_ino != w->file.st_ino)
+		return KVS_OK;
+	return sweep_unlink(w, dfd, name,
+	                    "the unpublished output of a killed merge", err);
+}
+
+/* DIR/.NAME.replaced: a second name that replace() gives an input before
+ * the generation without it is published (kvs_catalog_replace). */
+static kvs_status replaced_mark(char out[PATH_MAX], const char *dir,
+                                const char *name, kvs_error *err)
+{
+	char mark[KVS_CATALOG_MAX_NAME + 16];
+	snprintf(mark, sizeof mark, ".%s" CAT_REPLACED, name);
+	return path_in(out, dir, mark, err);
+}
+
+/*
+ * A replace() died between publishing and unlinking its inputs: each mark
+ * .NAME.replaced goes, and NAME with it when it is the marked file and the
+ * catalog no longer names it (where it does, the publication did not
+ * happen). Without a catalog only the marks go. Runs under the
+ * directory's lock, which every replace() holds throughout, so no mark
+ * seen here is another process's work in progress.
+ */
+static kvs_status remove_replaced(sweep *w, int dfd, const char *mark,
+                                  kvs_error *err)
+{
+	size_t len = strlen(mark), slen = strlen(CAT_REPLACED);
+	if (mark[0] != '.' || len <= 1 + slen ||
+	    strcmp(mark + len - slen, CAT_REPLACED) != 0)
+		return KVS_OK;
+	char name[KVS_CATALOG_MAX_NAME + 1];
+	size_t nlen = len - 1 - slen;
+	struct stat m, sb;
+	if (nlen <= KVS_CATALOG_MAX_NAME && w->live) {
+		memcpy(name, mark + 1, nlen);
+		name[nlen] = '\0';
+		if (name_ok(name, nlen) && !names_live(w->live, name) &&
+		    fstatat(dfd, mark, &m, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    sb.st_dev == m.st_dev && sb.st_ino == m.st_ino) {
+			kvs_status st = sweep_unlink(w, dfd, name,
+			                             "a replaced segment", err);
+			if (st != KVS_OK)
+				return st;
+		}
+	}
+	return sweep_unlink(w, dfd, mark, "a mark", err);
+}
+
+/* Removes the temporary files of crashed publishers and segment writers,
+ * with an unpublished output (remove_unpublished). */
+static kvs_status remove_temporary(sweep *w, int dfd, const char *name,
+                                   kvs_error *err)
+{
+	struct stat sb;
+	if (!kvs_catalog_temporary_name(name) ||
+	    fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISREG(sb.st_mode))
+		return KVS_OK;
+	/* A live writer holds a lock on its temporary file until it has
+	 * renamed it: only files nobody holds are orphans. */
+	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return KVS_OK;
+	kvs_status st = KVS_OK;
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+		sweep linked = {w->dir, w->live, name, {0}};
+		if (writer_temporary(name, ".pub-") &&
+		    fstat(fd, &linked.file) == 0 && linked.file.st_nlink > 1)
+			st = sweep_dir(&linked, remove_unpublished, err);
+		if (st == KVS_OK)
+			st = sweep_unlink(w, dfd, name, "a temporary file",
+			                  err);
+	}
+	close(fd);
+	return st;
+}
+
+/* Recovery's removals, under the directory's lock; live: the catalog's
+ * segments, or NULL where there is no catalog yet. */
+static kvs_status remove_leftovers(const char *dir, const cat_state *live,
+                                   kvs_error *err)
+{
+	sweep w = {dir, live, NULL, {0}};
+	kvs_status st = sweep_dir(&w, remove_temporary, err);
+	return st == KVS_OK ? sweep_dir(&w, remove_replaced, err) : st;
 }
 
 static int cmp_entry_age(const void *a, const void *b)
@@ -741,9 +847,9 @@ kvs_status kvs_catalog_open_flags(kvs_catalog **out, const char *dir,
 	bool exists;
 	kvs_status st = lock_dir(dir, LOCK_EX, &lock, err);
 	if (st == KVS_OK)
-		st = remove_temporaries(dir, err);
-	if (st == KVS_OK)
 		st = read_catalog(dir, &c->cur, &exists, err);
+	if (st == KVS_OK)
+		st = remove_leftovers(dir, exists ? &c->cur : NULL, err);
 	if (st == KVS_OK && !exists) {
 		st = scan_segments(dir, &c->cur, err);
 		if (st == KVS_OK)
@@ -1003,23 +1109,59 @@ kvs_status kvs_catalog_replace(kvs_catalog *c, uint64_t expected_generation,
 		next.entries[pos++] = disk.entries[i];
 	}
 	next.count = pos;
-	if ((st = publish(c->dir, &next, err)) != KVS_OK)
+	/* Inputs to unlink get their marks first, so that recovery finds
+	 * them should we die between publishing and unlinking */
+	size_t marked = 0;
+	while (unlink_inputs && marked < n && st == KVS_OK) {
+		char path[PATH_MAX], mark[PATH_MAX];
+		st = path_in(path, c->dir, inputs[marked], err);
+		if (st == KVS_OK)
+			st = replaced_mark(mark, c->dir, inputs[marked], err);
+		if (st != KVS_OK)
+			break;
+		(void)unlink(mark); /* a dead replace()'s, not yet recovered */
+		if (link(path, mark) < 0)
+			st = kvs_error_set(err, KVS_E_IO,
+			                   "%s: cannot link it to %s: %s", path,
+			                   mark, strerror(errno));
+		else
+			marked++;
+	}
+	if (st == KVS_OK && marked)
+		st = fsync_dir(c->dir, err);
+	if (st == KVS_OK)
+		st = publish(c->dir, &next, err);
+	if (st != KVS_OK) {
+		/* nothing published: the marks mark nothing */
+		for (size_t i = 0; i < marked; i++) {
+			char mark[PATH_MAX];
+			if (replaced_mark(mark, c->dir, inputs[i], NULL) ==
+			    KVS_OK)
+				(void)unlink(mark);
+		}
 		goto out;
+	}
 
 	/* The new generation is durable: the inputs are garbage now. They
 	 * are unlinked before adopt(), as inputs may point into c's own
-	 * entries. A failure here still leaves next published. */
+	 * entries. A failure here still leaves next published, and the
+	 * input's mark, for the next open to retry. */
 	for (size_t i = 0; unlink_inputs && i < n; i++) {
-		char path[PATH_MAX];
-		if (path_in(path, c->dir, inputs[i], NULL) != KVS_OK)
+		char path[PATH_MAX], mark[PATH_MAX];
+		if (path_in(path, c->dir, inputs[i], NULL) != KVS_OK ||
+		    replaced_mark(mark, c->dir, inputs[i], NULL) != KVS_OK)
 			continue; /* cannot happen: it was found live */
-		if (unlink(path) < 0 && errno != ENOENT && st == KVS_OK)
-			st = kvs_error_set(err, KVS_E_IO,
-			                   "%s: generation %" PRIu64
-			                   " is published, but unlinking a "
-			                   "replaced input failed: %s",
-			                   path, next.generation,
-			                   strerror(errno));
+		if (unlink(path) < 0 && errno != ENOENT) {
+			if (st == KVS_OK)
+				st = kvs_error_set(
+				    err, KVS_E_IO,
+				    "%s: generation %" PRIu64
+				    " is published, but unlinking a "
+				    "replaced input failed: %s",
+				    path, next.generation, strerror(errno));
+			continue;
+		}
+		(void)unlink(mark);
 	}
 	if (unlink_inputs) {
 		kvs_status st2 = fsync_dir(c->dir, st == KVS_OK ? err : NULL);

@@ -1,12 +1,15 @@
 /*
  * segment_format.c — the small shared pieces of the segment format: key
  * order and common prefixes of bit strings, the bit-profile field codes
- * (docs/FORMAT.md §6.2) with their names, and the copy of a value's bytes
- * out of a bit stream.
+ * (docs/FORMAT.md §6.2) with their names, the copy of a value's bytes
+ * out of a bit stream, and the directory fsync of writer and catalog.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kvseg/cpu.h"
 #include "segment_internal.h"
@@ -142,4 +145,19 @@ KVS_MULTIVERSION void seg_copy_shifted(uint8_t *dst, const uint8_t *src,
 		                            src[i + 8] >> (8 - shift));
 	for (; i < len; i++)
 		dst[i] = shifted_byte(src, shift, i);
+}
+
+kvs_status seg_fsync_dir(const char *dir, const char *what, kvs_error *err)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) < 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return kvs_error_set(err, KVS_E_IO,
+		                     "%s: fsync of the directory: %s", what,
+		                     strerror(e));
+	}
+	close(fd);
+	return KVS_OK;
 }

@@ -106,6 +106,10 @@ static inline uint64_t seg_eg_code(uint64_t v, unsigned k, unsigned *n)
  * 0), and no other byte is read. Long values go in 32-byte blocks (AVX2
  * in the x86-64-v3 clone, SSE2 pairs in the default).
  */
+/* fsyncs directory dir, so that names made or removed in it are durable;
+ * a failure is KVS_E_IO, "WHAT: fsync of the directory: ...". */
+kvs_status seg_fsync_dir(const char *dir, const char *what, kvs_error *err);
+
 void seg_copy_shifted(uint8_t *dst, const uint8_t *src, unsigned shift,
                       size_t len);
 

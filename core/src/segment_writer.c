@@ -38,6 +38,17 @@ static kvs_status io_fail(kvs_writer *w, kvs_error *err, const char *what)
 	                     strerror(errno));
 }
 
+/* The final name is taken (KVS_WRITER_NO_REPLACE, or a publish hook). */
+static kvs_status name_taken(kvs_writer *w, kvs_error *err)
+{
+	w->failed = true;
+	return kvs_error_set(err, KVS_E_EXISTS,
+	                     "%s: a file appeared there while the segment was "
+	                     "written; it was left as it is and nothing was "
+	                     "published",
+	                     w->path);
+}
+
 /*
  * Moves the finished temporary file to w->path. With KVS_WRITER_NO_REPLACE
  * a file already there stays and is reported: renameat2(RENAME_NOREPLACE)
@@ -71,15 +82,55 @@ static kvs_status publish_file(kvs_writer *w, kvs_error *err)
 	}
 	if (rc == 0)
 		return KVS_OK;
-	if (errno == EEXIST) {
+	return errno == EEXIST ? name_taken(w, err) : io_fail(w, err, "rename");
+}
+
+/* fsyncs the directory that holds path, so that a name made or removed
+ * there is durable. */
+static kvs_status fsync_parent(const char *path, kvs_error *err)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir = slash ? strndup(path, (size_t)(slash - path) + 1)
+	                  : strdup(".");
+	if (!dir)
+		return kvs_error_set(err, KVS_E_NOMEM, "%s: out of memory",
+		                     path);
+	kvs_status st = seg_fsync_dir(dir, path, err);
+	free(dir);
+	return st;
+}
+
+/* Removes path if it still names the writer's file. */
+static void unlink_own(const kvs_writer *w)
+{
+	struct stat a, b;
+	if (fstat(w->fd, &a) == 0 && lstat(w->path, &b) == 0 &&
+	    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		(void)unlink(w->path);
+}
+
+/*
+ * Publication with a hook (kvs_writer_options.publish): the file takes its
+ * final name as a second name, durable before the hook may name it
+ * anywhere; the temporary name, still locked, marks it as unpublished
+ * until the hook has succeeded, so that recovery after a crash in between
+ * removes both names (catalog.c, remove_temporaries).
+ */
+static kvs_status publish_linked(kvs_writer *w, bool sync, kvs_error *err)
+{
+	if (link(w->tmp_path, w->path) < 0)
+		return errno == EEXIST ? name_taken(w, err)
+		                       : io_fail(w, err, "link");
+	kvs_status st = sync ? fsync_parent(w->path, err) : KVS_OK;
+	if (st == KVS_OK)
+		st = w->opt.publish(w->opt.publish_ctx, w->path, err);
+	if (st != KVS_OK) {
 		w->failed = true;
-		return kvs_error_set(err, KVS_E_EXISTS,
-		                     "%s: a file appeared there while the segment "
-		                     "was written; it was left as it is and "
-		                     "nothing was published",
-		                     w->path);
+		unlink_own(w);
+		return st;
 	}
-	return io_fail(w, err, "rename");
+	(void)unlink(w->tmp_path); /* what is left, recovery removes */
+	return KVS_OK;
 }
 
 static kvs_status write_all(kvs_writer *w, const void *data, size_t len,
@@ -153,11 +204,12 @@ kvs_status kvs_writer_open(kvs_writer **out, const char *path,
 		                     path);
 	}
 	memcpy(w->path, path, plen + 1);
-	/* ".NAME.tmp-XXXXXX" next to the final name, so rename is atomic */
+	/* ".NAME.tmp-XXXXXX" next to the final name, so rename is atomic;
+	 * ".NAME.pub-XXXXXX" with a publish hook (publish_linked) */
 	const char *slash = strrchr(path, '/');
 	size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
-	snprintf(w->tmp_path, plen + 32, "%.*s.%s.tmp-XXXXXX", (int)dir_len,
-	         path, path + dir_len);
+	snprintf(w->tmp_path, plen + 32, "%.*s.%s.%s-XXXXXX", (int)dir_len,
+	         path, path + dir_len, o.publish ? "pub" : "tmp");
 	if (path[dir_len] == '\0') {
 		kvs_writer_free(w);
 		return kvs_error_set(err, KVS_E_INVAL,
@@ -597,7 +649,8 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	if (sync && fsync(w->fd) < 0)
 		return io_fail(w, err, "fsync");
 	/* rename while the file is still open and locked (see open) */
-	st = publish_file(w, err);
+	st = w->opt.publish ? publish_linked(w, sync, err)
+	                    : publish_file(w, err);
 	if (st != KVS_OK)
 		return st;
 	w->tmp_path[0] = '\0'; /* nothing left to remove */
@@ -607,24 +660,9 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	}
 	w->fd = -1;
 	w->finished = true;
-	if (sync) { /* make the new name durable */
-		const char *slash = strrchr(w->path, '/');
-		char *dir_path = slash ? strndup(w->path, (size_t)(slash - w->path) + 1)
-		                       : strdup(".");
-		int dfd = dir_path ? open(dir_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-		                   : -1;
-		free(dir_path);
-		if (dfd < 0 || fsync(dfd) < 0) {
-			kvs_status e = kvs_error_set(
-			    err, KVS_E_IO, "%s: fsync of the directory: %s",
-			    w->path, strerror(errno));
-			if (dfd >= 0)
-				close(dfd);
-			return e;
-		}
-		close(dfd);
-	}
-	return KVS_OK;
+	/* make the new name durable (with a hook, the temporary name's
+	 * removal: the new name already is) */
+	return sync ? fsync_parent(w->path, err) : KVS_OK;
 }
 
 void kvs_writer_free(kvs_writer *w)

@@ -14,6 +14,7 @@ members in any order), and outputs are decoded or compared here.
 KVSEG_TEST_SEED=N reproduces a run; the seed is printed first.
 """
 
+import fcntl
 import json
 import os
 import pty
@@ -1138,7 +1139,7 @@ def stalled_merge(d):
     os.close(slave)
     deadline = time.monotonic() + 60
     while (time.monotonic() < deadline and proc.poll() is None and
-           not any(".tmp-" in n for n in os.listdir(d))):
+           not any(".pub-" in n for n in os.listdir(d))):
         time.sleep(0.01)
     return proc, master
 
@@ -1162,7 +1163,8 @@ def drain_merge(proc, master):
 
 
 def test_catalog_merge_interrupted():
-    """A catalog merge killed while it runs leaves nothing that recovery
+    """A catalog merge killed while it runs, or once its output has its
+    name but before the catalog names it, leaves nothing that recovery
     does not remove; one whose output name is taken by another process
     meanwhile leaves that file alone and publishes nothing."""
     d = path("interrupted")
@@ -1183,6 +1185,36 @@ def test_catalog_merge_interrupted():
     check(sorted(os.listdir(d)) == inputs,
           "killed: after recovery only the catalog and the inputs are "
           "left: %r" % sorted(os.listdir(d)))
+
+    # killed or interrupted publishing: the output is complete and has
+    # its name, and the merge waits for the catalog's lock, which this
+    # test holds
+    for sig in (signal.SIGKILL, signal.SIGINT):
+        what = "publishing (%s)" % signal.Signals(sig).name
+        proc, master = stalled_merge(d)
+        check(proc.poll() is None, "%s: the merge waits on its terminal"
+              % what)
+        lock = os.open(os.path.join(d, "CATALOG.lock"), os.O_RDWR)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        deadline = time.monotonic() + 60
+        while (time.monotonic() < deadline and proc.poll() is None and
+               not os.path.exists(os.path.join(d, "seg-2.kvs"))):
+            if select.select([master], [], [], 0.01)[0]:
+                read_pty(master)
+        named = os.path.exists(os.path.join(d, "seg-2.kvs"))
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+        os.close(master)
+        os.close(lock)
+        check(named and proc.returncode == -sig,
+              "%s: the output got its name while the catalog was locked, "
+              "and the signal ended the merge (%s)"
+              % (what, proc.returncode))
+        check(catalog_list(d) == before, "%s: the catalog is unchanged"
+              % what)
+        check(sorted(os.listdir(d)) == inputs,
+              "%s: after recovery only the catalog and the inputs are "
+              "left: %r" % (what, sorted(os.listdir(d))))
 
     proc, master = stalled_merge(d)
     check(proc.poll() is None, "raced: the merge waits on its terminal")
@@ -1459,7 +1491,7 @@ def test_cut_short():
             f.write(a_bytes)
         got = cut_while_stopped(
             ["catalog", c, "merge", "all"], c,
-            lambda: any(".tmp-" in x for x in os.listdir(c)), "a.seg")
+            lambda: any(".pub-" in x for x in os.listdir(c)), "a.seg")
         if got is not None:
             break
         # merged and published before the cut: start again

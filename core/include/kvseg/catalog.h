@@ -46,13 +46,17 @@ typedef struct kvs_catalog kvs_catalog;
 /*
  * Opens the catalog of dir, recovering from any crash: reads the last
  * complete catalog, removes orphaned temporary files (of the catalog and
- * of segment writers), and checks that every named segment exists with
- * its recorded size and header CRC (KVS_E_CORRUPT otherwise). A directory
- * without a catalog gets one naming its segment files (those that open as
- * segments) ordered by sequence number, then name.
+ * of segment writers; for ".NAME.pub-XXXXXX", also the file's other
+ * names that the catalog does not name: a merge output linked to its
+ * final name but never published, see kvs_writer_options.publish), and
+ * checks that every named segment exists with its recorded size and
+ * header CRC (KVS_E_CORRUPT otherwise). A directory without a catalog
+ * gets one naming its segment files (those that open as segments) ordered
+ * by sequence number, then name.
  *
  * A segment writer holds an exclusive flock on its temporary file until
- * it has renamed it, and open removes only temporaries that nobody holds,
+ * it has renamed it (with a publish hook: until the hook has published
+ * it), and open removes only temporaries that nobody holds,
  * so opening a directory beside running writers and merges is safe. The
  * directory must be writable (CATALOG.lock is created in it).
  */
@@ -85,8 +89,9 @@ bool kvs_catalog_name_valid(const char *name);
 
 /* Is name (a file name, no directory) a temporary file of publication:
  * the catalog's ".CATALOG.tmp-XXXXXX" or a segment writer's
- * ".NAME.tmp-XXXXXX", which kvs_catalog_open removes? It only reads the
- * name, so a signal handler may call it. */
+ * ".NAME.tmp-XXXXXX" or ".NAME.pub-XXXXXX" (with a publish hook), which
+ * kvs_catalog_open removes? It only reads the name, so a signal handler
+ * may call it. */
 bool kvs_catalog_temporary_name(const char *name);
 
 /* Appends the segment file name (in the directory) as the newest and

@@ -128,6 +128,23 @@ typedef struct kvs_writer_options {
 	bool custom_codes;         /* use codes[] instead of the defaults */
 	kvs_code_spec codes[KVS_FIELD_COUNT]; /* bit profile only */
 	unsigned flags;                       /* KVS_WRITER_* */
+	/*
+	 * Optional: a second publication of the finished segment, such as
+	 * a catalog's (kvs_catalog_replace), made one crash-safe step with
+	 * the first. The temporary file is then ".NAME.pub-XXXXXX", and
+	 * finish, instead of renaming it, gives it its final name as a
+	 * second name (link(2), which never replaces: a file already at
+	 * path stays, and finish fails with KVS_E_EXISTS), fsyncs the
+	 * directory and calls publish(publish_ctx, path, err) while the
+	 * temporary name, locked, still names the file. KVS_OK keeps the
+	 * segment and removes the temporary name; any other status removes
+	 * path again and finish fails with that status (publish sets err).
+	 * After a crash in between, kvs_catalog_open removes the temporary
+	 * name, and path with it unless the catalog names path. Needs hard
+	 * links: elsewhere (FAT, SMB) finish fails naming link.
+	 */
+	kvs_status (*publish)(void *ctx, const char *path, kvs_error *err);
+	void *publish_ctx;
 } kvs_writer_options;
 
 typedef struct kvs_writer kvs_writer;
@@ -161,7 +178,8 @@ uint64_t kvs_writer_count(const kvs_writer *w);
  * Writes the index and metadata sections and the checksums, cuts the file
  * to its exact size, fsyncs it, renames it to its final name and fsyncs
  * the directory. On failure the temporary file is removed. With
- * KVS_WRITER_NO_REPLACE, a file at path fails it with KVS_E_EXISTS.
+ * KVS_WRITER_NO_REPLACE, a file at path fails it with KVS_E_EXISTS. With
+ * a publish hook, see kvs_writer_options.
  */
 kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err);
 
