@@ -40,6 +40,7 @@ typedef struct job {
 	kvs_merge_options opt;
 	atomic_uint_fast64_t done, total;
 	atomic_bool cancel;
+	bool publish_failed; /* publish() failed: the job fails */
 	uint64_t bytes_in, bytes_out;
 	struct timespec queued_at, started, ended;
 	char error[256];
@@ -627,9 +628,6 @@ static int parse_merge(char **tok, size_t ntok, const snap *cur,
 	w->restart_interval =
 	    restart ? (uint32_t)restart : newest->info.restart_interval;
 	w->sequence = seq;
-	/* the merge writes .OUT.merging (see run): never over another
-	 * segfs's, mounted on the same directory */
-	w->flags |= KVS_WRITER_NO_REPLACE;
 	j->opt.drop_tombstones = drop;
 	j->opt.includes_oldest = oldest;
 	if (w->framing == KVS_FRAMING_RAW && tombstones && !drop) {
@@ -903,34 +901,6 @@ static void set_error(job *j, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Gives the merged file at mark its name out_path, durably; never over a
- * file already there. */
-static int link_output(job *j, const char *mark, const char *out_path)
-{
-	if (link(mark, out_path) < 0) {
-		if (errno == EEXIST)
-			set_error(j,
-			          "%s: a file appeared there while the merge "
-			          "ran; it was left as it is and nothing was "
-			          "published",
-			          out_path);
-		else
-			set_error(j, "%s: %s", out_path, strerror(errno));
-		return -1;
-	}
-	int dfd = open(S.segdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0 || fsync(dfd) < 0) {
-		set_error(j, "%s: fsync of the directory: %s", S.segdir,
-		          strerror(errno));
-		if (dfd >= 0)
-			close(dfd);
-		unlink(out_path);
-		return -1;
-	}
-	close(dfd);
-	return 0;
-}
-
 /* Publishes j's output in place of its inputs; under S.publish. */
 static int publish(job *j, const char *out_path)
 {
@@ -1010,16 +980,14 @@ static int publish(job *j, const char *out_path)
 
 /*
  * The writer of a merge that a fault cut short (guard.h) neither removed
- * its temporary file, ..OUT.merging.tmp-XXXXXX, nor closed it: the
- * descriptor is found by its path, the file removed and the descriptor
- * closed.
+ * its temporary file, .OUT.pub-XXXXXX, nor closed it: the descriptor is
+ * found by its path, the file removed and the descriptor closed. (A fault
+ * comes from reading an input, before the output has its name.)
  */
 static void remove_merge_temp(const char *out)
 {
 	char prefix[PATH_MAX];
-	char mark[PATH_MAX];
-	snprintf(mark, sizeof mark, ".%s.merging", out);
-	segdir_path(prefix, mark, "tmp-");
+	segdir_path(prefix, out, "pub-");
 	size_t plen = strlen(prefix);
 	DIR *d = opendir("/proc/self/fd");
 	if (!d)
@@ -1052,6 +1020,45 @@ static kvs_status merge_fault(job *j)
 	          s->name);
 	remove_merge_temp(j->out);
 	return KVS_E_IO;
+}
+
+/*
+ * The writer's publish hook (kvs_writer_options.publish): the output is
+ * complete and named OUT. A cancel still wins here; then publish() under
+ * S.publish. A failure makes the writer remove OUT, unless the catalog
+ * names OUT after all: then it stays, and the job fails all the same.
+ * publish() takes locks, so it runs unguarded (guard.h), as it did after
+ * the merge.
+ */
+static kvs_status publish_output(void *ctx, const char *path, kvs_error *err)
+{
+	job *j = ctx;
+	sigjmp_buf *volatile guard = guard_jb;
+	guard_jb = NULL;
+	struct stat sb;
+	if (stat(path, &sb) == 0) {
+		pthread_mutex_lock(&J.lock); /* status lines read it */
+		j->bytes_out = (uint64_t)sb.st_size;
+		pthread_mutex_unlock(&J.lock);
+	}
+	kvs_status st = KVS_OK;
+	if (atomic_load(&j->cancel)) {
+		st = kvs_error_set(err, KVS_E_CANCELED, "cancelled");
+	} else {
+		pthread_mutex_lock(&S.publish);
+		if (publish(j, path) != 0) {
+			bool live = false;
+			for (size_t i = 0; i < kvs_catalog_count(S.cat); i++)
+				live |= !strcmp(kvs_catalog_entry_at(S.cat, i)->name,
+				                j->out);
+			j->publish_failed = true;
+			if (!live)
+				st = kvs_error_set(err, KVS_E_IO, "%s", j->error);
+		}
+		pthread_mutex_unlock(&S.publish);
+	}
+	guard_jb = guard;
+	return st;
 }
 
 static kvs_status guarded_merge(job *j, kvs_segment **segs, size_t n,
@@ -1094,61 +1101,33 @@ static void run(job *j)
 	}
 	pthread_mutex_unlock(&S.lock);
 	/*
-	 * The merge writes .OUT.merging, which is then hard-linked to OUT
-	 * (link never replaces a file: another process's OUT stays) and
-	 * published. Should we die before .OUT.merging is unlinked, a later
-	 * mount removes it and, when OUT is the same file and unpublished,
-	 * OUT (state.c, recover_marks).
+	 * The writer publishes the output through publish_output once it is
+	 * complete and linked at OUT (link never replaces a file: another
+	 * process's OUT stays), while its locked temporary file .OUT.pub-*
+	 * still names it too. Should we die before it is published, the
+	 * catalog's recovery at the next mount (or any open of the catalog)
+	 * removes both names.
 	 */
-	char out_path[PATH_MAX], mark[PATH_MAX];
+	char out_path[PATH_MAX];
 	segdir_path(out_path, j->out, NULL);
-	segdir_path(mark, j->out, "merging");
 	kvs_error err = {0};
 	kvs_merge_options opt = j->opt;
 	opt.progress = progress;
 	opt.progress_ctx = j;
+	opt.output.publish = publish_output;
+	opt.output.publish_ctx = j;
 	kvs_status st = KVS_E_INVAL;
 	if (ok) {
-		st = guarded_merge(j, segs, n, mark, &opt, &err);
+		st = guarded_merge(j, segs, n, out_path, &opt, &err);
 		if (st != KVS_OK && st != KVS_E_CANCELED && !j->error[0])
 			set_error(j, "%s", err.message);
 	}
 	for (size_t k = 0; segs && k < n; k++)
 		kvs_segment_unref(segs[k]);
 	free(segs);
-	enum job_state end = ok && st == KVS_OK ? DONE
+	enum job_state end = ok && st == KVS_OK && !j->publish_failed ? DONE
 	                     : st == KVS_E_CANCELED ? CANCELLED
 	                                            : FAILED;
-	if (end == DONE) {
-		struct stat sb;
-		if (stat(mark, &sb) == 0) {
-			pthread_mutex_lock(&J.lock); /* status lines read it */
-			j->bytes_out = (uint64_t)sb.st_size;
-			pthread_mutex_unlock(&J.lock);
-		}
-		if (atomic_load(&j->cancel)) {
-			end = CANCELLED;
-		} else if (link_output(j, mark, out_path) != 0) {
-			end = FAILED;
-		} else {
-			pthread_mutex_lock(&S.publish);
-			if (publish(j, out_path) != 0) {
-				end = FAILED;
-				/* unless published after all, nobody's */
-				bool live = false;
-				for (size_t i = 0; i < kvs_catalog_count(S.cat);
-				     i++)
-					live |= !strcmp(
-					    kvs_catalog_entry_at(S.cat, i)->name,
-					    j->out);
-				if (!live)
-					unlink(out_path);
-			}
-			pthread_mutex_unlock(&S.publish);
-		}
-	}
-	if (st == KVS_OK) /* else it is not ours, if it exists */
-		unlink(mark);
 	if (end == CANCELLED && !j->error[0])
 		set_error(j, "cancelled");
 	pthread_mutex_lock(&J.lock);

@@ -139,7 +139,7 @@ static inline fuse_ino_t view_ino(void)
 	return make_ino(K_VIEWDIR, atomic_load(&S.view_epoch));
 }
 
-/* SEGDIR/NAME, or with mark SEGDIR/.NAME.MARK (.retired, .merging). */
+/* SEGDIR/NAME, or with mark SEGDIR/.NAME.MARK (.retired, .pub-). */
 void segdir_path(char out[PATH_MAX], const char *name, const char *mark);
 
 slot *slot_get(uint64_t id);

@@ -373,10 +373,10 @@ static int snap_build(const snap *cur, snap **out, kvs_error *err)
 	return 0;
 }
 
-/* Removes what a killed merge left (control.c): .NAME.retired, a link to
- * an input being retired, and .NAME.merging, an output being made (and
- * perhaps linked to NAME, unpublished); NAME itself goes too when the
- * catalog does not name it and it is the same file as the mark. */
+/* Removes what a killed segfs left (control.c): .NAME.retired, a link to
+ * an input being retired; NAME itself goes too when the catalog does not
+ * name it and it is the same file as the mark. (A killed merge's output
+ * the catalog's recovery removes: kvs_catalog_open.) */
 static void remove_leftovers(void)
 {
 	DIR *d = opendir(S.segdir);
@@ -385,11 +385,8 @@ static void remove_leftovers(void)
 	struct dirent *de;
 	while ((de = readdir(d))) {
 		size_t len = strlen(de->d_name);
-		bool retired = len > 9 && !strcmp(de->d_name + len - 8,
-		                                  ".retired");
-		bool merging = len > 9 && !strcmp(de->d_name + len - 8,
-		                                  ".merging");
-		if (de->d_name[0] != '.' || !(retired || merging))
+		if (de->d_name[0] != '.' || len <= 9 ||
+		    strcmp(de->d_name + len - 8, ".retired") != 0)
 			continue;
 		char name[KVS_CATALOG_MAX_NAME + 1];
 		size_t nlen = len - 9;
@@ -416,10 +413,10 @@ static void remove_leftovers(void)
 }
 
 /*
- * Another segfs mounted on SEGDIR may be merging: its marks are not
- * leftovers. Each segfs holds a shared flock on SEGDIR/.segfs.lock while
- * it runs, and only one that finds itself alone (gets the exclusive lock)
- * removes leftovers. The descriptor stays open: the lock goes with the
+ * Another segfs mounted on SEGDIR may be retiring segments: its marks are
+ * not leftovers. Each segfs holds a shared flock on SEGDIR/.segfs.lock
+ * while it runs, and only one that finds itself alone (gets the exclusive
+ * lock) removes leftovers. The descriptor stays open: the lock goes with the
  * process.
  */
 static void recover_marks(void)

@@ -1187,6 +1187,20 @@ def test_kill_during_merge(tmp):
     print("  generations seen after kills: %s" % sorted(generations))
 
 
+def stop_merging(m, d):
+    """Requests `merge all name=out.seg` of m (on directory d) and stops
+    segfs (SIGSTOP) once the merge's temporary output exists, or after a
+    minute; returns the job's id. The caller sends SIGCONT."""
+    check(request(m, b"merge all name=out.seg\n") == 0, "the merge")
+    job = status(m)[-1]["id"]
+    deadline = time.monotonic() + 60
+    while (time.monotonic() < deadline and not any(
+            ".pub-" in x for x in os.listdir(d))):
+        pass
+    os.kill(m.proc.pid, signal.SIGSTOP)
+    return job
+
+
 def test_output_taken(tmp):
     """Another process creates a file at a merge's output name while the
     merge runs: that file stays as it was, the merge fails saying so, and
@@ -1199,15 +1213,9 @@ def test_output_taken(tmp):
         m = Mount(d)  # makes the catalog
         before = dir_state(d)
         try:
-            check(request(m, b"merge all name=out.seg\n") == 0, "the merge")
-            job = status(m)[-1]["id"]
             # stopped once its temporary output exists, segfs cannot
             # publish while the file is created
-            deadline = time.monotonic() + 60
-            while (time.monotonic() < deadline and not any(
-                    ".tmp-" in x for x in os.listdir(d))):
-                pass
-            os.kill(m.proc.pid, signal.SIGSTOP)
+            job = stop_merging(m, d)
             try:
                 with open(os.path.join(d, "out.seg"), "xb") as f:
                     f.write(theirs)
@@ -1230,35 +1238,15 @@ def test_output_taken(tmp):
             check(f.read() == theirs, "the other process's file is unchanged")
         os.unlink(os.path.join(d, "out.seg"))
         check(dir_state(d) == before, "nothing else is changed or left")
-        # another segfs on this directory making the same output: its
-        # .NAME.merging stays too
-        mark = os.path.join(d, ".out.seg.merging")
-        m = Mount(d)
-        try:
-            with open(mark, "wb") as f:
-                f.write(theirs)
-            check(request(m, b"merge all name=out.seg\n") == 0, "the merge")
-            w = wait(m, status(m)[-1]["id"])
-            check(w["state"] == "failed" and ".out.seg.merging" in w["error"]
-                  and "appeared" in w["error"],
-                  "a merge over another's .NAME.merging fails: %r" % w)
-            check(listdir(m.path("segments")) == [b"s0.seg", b"s1.seg", b"s2.seg"],
-                  "nothing is published")
-        finally:
-            m.close()
-        check(os.path.exists(mark) and open(mark, "rb").read() == theirs,
-              "the other .NAME.merging is unchanged")
-        if os.path.exists(mark):
-            os.unlink(mark)
-        check(dir_state(d) == before, "nothing else is changed or left")
         return
     check(False, "three merges ended before the file could be created")
 
 
 def test_recover_marks(tmp):
     """What a merge killed before publishing left, a mount removes: its
-    output (.NAME.merging) and NAME when that is the same file. Another
-    process's NAME stays."""
+    temporary output (.NAME.pub-XXXXXX) and NAME when that is the same
+    file. Another process's NAME stays, and so does a merge in progress of
+    another segfs mounted on the same directory."""
     d = os.path.join(tmp, "marks")
     os.mkdir(d)
     stack(d, 2, 1000, random.Random(9))
@@ -1267,12 +1255,12 @@ def test_recover_marks(tmp):
     theirs = b"another process's file\n"
     # killed before the output had its name; meanwhile another process
     # made a file of that name
-    shutil.copy(os.path.join(d, "s1.seg"), os.path.join(d, ".x.seg.merging"))
+    shutil.copy(os.path.join(d, "s1.seg"), os.path.join(d, ".x.seg.pub-abcdef"))
     with open(os.path.join(d, "x.seg"), "wb") as f:
         f.write(theirs)
     # killed after the output had its name, before it was published
     shutil.copy(os.path.join(d, "s1.seg"), os.path.join(d, "y.seg"))
-    os.link(os.path.join(d, "y.seg"), os.path.join(d, ".y.seg.merging"))
+    os.link(os.path.join(d, "y.seg"), os.path.join(d, ".y.seg.pub-ghijkl"))
     m = Mount(d)
     try:
         check(listdir(m.path("segments")) == [b"s0.seg", b"s1.seg"],
@@ -1285,24 +1273,34 @@ def test_recover_marks(tmp):
     if os.path.exists(x):
         os.unlink(x)
     check(dir_state(d) == before,
-          "the marks and the unpublished y.seg are gone: %r" % (
+          "the temporary outputs and the unpublished y.seg are gone: %r" % (
               sorted(os.listdir(d)),))
-    # the same files, while another segfs mounted there may be making
-    # them: they stay until a segfs mounts alone
-    shutil.copy(os.path.join(d, "s1.seg"), os.path.join(d, "y.seg"))
+    # a second segfs mounted while the first merges leaves the first's
+    # temporary output alone (the writer holds a lock on it), and the
+    # first publishes
+    d = os.path.join(tmp, "marks2")
+    os.mkdir(d)
+    stack(d, 3, 200000, random.Random(10))
     first = Mount(d)
     try:
-        os.link(os.path.join(d, "y.seg"), os.path.join(d, ".y.seg.merging"))
-        Mount(d).close()
-        check(os.path.exists(os.path.join(d, "y.seg")) and
-              os.path.exists(os.path.join(d, ".y.seg.merging")),
-              "a second segfs leaves the first's merge alone: %r"
-              % sorted(os.listdir(d)))
+        job = stop_merging(first, d)
+        try:
+            temps = [x for x in os.listdir(d) if ".pub-" in x]
+            Mount(d).close()
+            kept = all(os.path.exists(os.path.join(d, x)) for x in temps)
+        finally:
+            os.kill(first.proc.pid, signal.SIGCONT)
+        w = wait(first, job)
+        if temps:  # else the merge ended first: nothing to check
+            check(kept, "a second segfs leaves the first's merge alone: "
+                  "%r" % sorted(os.listdir(d)))
+            check(w["state"] == "done" and
+                  listdir(first.path("segments")) == [b"out.seg"],
+                  "the first segfs publishes its merge: %r" % w)
     finally:
         first.close()
-    Mount(d).close()
-    check(dir_state(d) == before,
-          "alone, segfs removes them: %r" % sorted(os.listdir(d)))
+    check(not any(".pub-" in x for x in os.listdir(d)),
+          "no temporary output is left: %r" % sorted(os.listdir(d)))
 
 
 def test_enospc(tmp):
