@@ -777,6 +777,8 @@ def test_merge_live(tmp):
               "the job is done: %r" % w)
         out = w["output"]
         check(listdir(m.path("segments")) == [out.encode()], "segments/ shows the output")
+        check(w["bytes_out"] == os.path.getsize(os.path.join(d, out)),
+              "bytes_out is the output's size: %r" % w)
         cat = read(m.path("control", "catalog")).decode()
         check(cat.startswith("generation 2\nsegments 1\n") and out in cat,
               "control/catalog moved on: %r" % cat)
