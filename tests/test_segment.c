@@ -1794,6 +1794,60 @@ int link(const char *oldpath, const char *newpath)
 	return linkat(AT_FDCWD, oldpath, AT_FDCWD, newpath, 0);
 }
 
+/* A publish hook (kvs_writer_options.publish) that notes how many names
+ * the file has when it is called, and answers as told. */
+typedef struct hook_note {
+	kvs_status answer;
+	int calls;
+	nlink_t names;
+} hook_note;
+
+static kvs_status note_publish(void *ctx, const char *path, kvs_error *err)
+{
+	hook_note *h = ctx;
+	struct stat sb;
+	h->calls++;
+	h->names = stat(path, &sb) == 0 ? sb.st_nlink : 0;
+	if (h->answer != KVS_OK)
+		return kvs_error_set(err, h->answer, "%s: refused", path);
+	return KVS_OK;
+}
+
+static const char g_other[] = "another process's file\n";
+
+/* Writes rs to path with o, another process's file appearing at path
+ * before finish when in_the_way: finish must give want, and the file in
+ * the way must stay as it was. */
+static void finish_expect(const char *path, const recset *rs,
+                          const kvs_writer_options *o, bool in_the_way,
+                          kvs_status want)
+{
+	kvs_writer *w = NULL;
+	kvs_error err;
+	memset(&err, 0, sizeof err);
+	size_t at;
+	EXPECT_ST(kvs_writer_open(&w, path, o, &err), KVS_OK, "open: %s",
+	          err.message);
+	EXPECT_ST(add_records(w, rs, 0, rs->n, &err, &at), KVS_OK,
+	          "record %zu: %s", at, err.message);
+	if (in_the_way)
+		spit(path, (const uint8_t *)g_other, sizeof g_other - 1);
+	EXPECT_ST(kvs_writer_finish(w, &err), want, "finish");
+	if (want == KVS_E_EXISTS)
+		CHECK(strstr(err.message, path) &&
+		          strstr(err.message, "appeared"),
+		      "the message names the file: %s", err.message);
+	kvs_writer_free(w);
+	if (!in_the_way)
+		return;
+	size_t got_len;
+	uint8_t *got = slurp(path, &got_len);
+	CHECK(got_len == sizeof g_other - 1 &&
+	          memcmp(got, g_other, got_len) == 0,
+	      "the file in the way changed (%zu bytes)", got_len);
+	free(got);
+}
+
 static void test_writer_errors(void **state)
 {
 	(void)state;
@@ -1888,9 +1942,8 @@ static void test_writer_errors(void **state)
 		 * at the path; with it, a file that appeared there before
 		 * finish stays as it was and finish fails, leaving no
 		 * temporary file; with nothing there it publishes. */
-		static const char other[] = "another process's file\n";
 		set_case("finish over a file, replacing");
-		spit(p, (const uint8_t *)other, sizeof other - 1);
+		spit(p, (const uint8_t *)g_other, sizeof g_other - 1);
 		write_ok(p, &rs, &o);
 		expect_segment_file(p, &rs, &o);
 		kvs_writer_options keep = o;
@@ -1900,24 +1953,7 @@ static void test_writer_errors(void **state)
 		     g_fake_fs++) {
 			set_case("no-replace, a file appeared (%s)",
 			         fake_fs_names[g_fake_fs]);
-			EXPECT_ST(kvs_writer_open(&w, p, &keep, &err), KVS_OK,
-			          "open: %s", err.message);
-			EXPECT_ST(add_records(w, &rs, 0, rs.n, &err, &at),
-			          KVS_OK, "record %zu: %s", at, err.message);
-			spit(p, (const uint8_t *)other, sizeof other - 1);
-			EXPECT_ST(kvs_writer_finish(w, &err), KVS_E_EXISTS,
-			          "finish with a file in the way");
-			CHECK(strstr(err.message, p) &&
-			          strstr(err.message, "appeared"),
-			      "the message names the file: %s", err.message);
-			kvs_writer_free(w);
-			size_t got_len;
-			uint8_t *got = slurp(p, &got_len);
-			CHECK(got_len == sizeof other - 1 &&
-			          memcmp(got, other, got_len) == 0,
-			      "the file in the way changed (%zu bytes)",
-			      got_len);
-			free(got);
+			finish_expect(p, &rs, &keep, true, KVS_E_EXISTS);
 			n = dir_entries(dir, first, sizeof first);
 			if (n != 1 || strcmp(first, "unfinished.kvseg") != 0)
 				FAILF("after a refused finish: %u entries, "
@@ -1933,6 +1969,43 @@ static void test_writer_errors(void **state)
 				FAILF("after finish: %u entries, first %s", n,
 				      first);
 			assert_int_equal(unlink(p), 0);
+
+			/* with a publish hook: a file in the way stays and
+			 * the hook is not called; else the hook finds the
+			 * file at its name (and at its temporary name, where
+			 * there are hard links), and a refusal removes it */
+			hook_note h = {KVS_OK, 0, 0};
+			kvs_writer_options hooked = o;
+			hooked.publish = note_publish;
+			hooked.publish_ctx = &h;
+			set_case("publish hook, a file appeared (%s)",
+			         fake_fs_names[g_fake_fs]);
+			finish_expect(p, &rs, &hooked, true, KVS_E_EXISTS);
+			CHECK(h.calls == 0, "the hook ran (%d)", h.calls);
+			assert_int_equal(unlink(p), 0);
+			set_case("publish hook says yes (%s)",
+			         fake_fs_names[g_fake_fs]);
+			write_ok(p, &rs, &hooked);
+			expect_segment_file(p, &rs, &o);
+			CHECK(h.calls == 1 &&
+			          h.names == (g_fake_fs == FS_NO_LINKS ? 1 : 2),
+			      "the hook ran %d times, saw %u names", h.calls,
+			      (unsigned)h.names);
+			n = dir_entries(dir, first, sizeof first);
+			if (n != 1 || strcmp(first, "unfinished.kvseg") != 0)
+				FAILF("after a hooked finish: %u entries, "
+				      "first %s",
+				      n, first);
+			assert_int_equal(unlink(p), 0);
+			set_case("publish hook says no (%s)",
+			         fake_fs_names[g_fake_fs]);
+			h.answer = KVS_E_CONFLICT;
+			finish_expect(p, &rs, &hooked, false, KVS_E_CONFLICT);
+			n = dir_entries(dir, first, sizeof first);
+			if (h.calls != 2 || n != 0)
+				FAILF("after a refused publication: %d calls, "
+				      "%u entries, first %s",
+				      h.calls, n, n ? first : "-");
 		}
 		g_fake_fs = FS_REAL;
 

@@ -118,9 +118,21 @@ static void unlink_own(const kvs_writer *w)
  */
 static kvs_status publish_linked(kvs_writer *w, bool sync, kvs_error *err)
 {
-	if (link(w->tmp_path, w->path) < 0)
-		return errno == EEXIST ? name_taken(w, err)
-		                       : io_fail(w, err, "link");
+	bool linked = link(w->tmp_path, w->path) == 0;
+	if (!linked && errno == EEXIST)
+		return name_taken(w, err);
+	if (!linked && errno != EPERM && errno != EOPNOTSUPP)
+		return io_fail(w, err, "link");
+	if (!linked) {
+		/* no hard links (FAT, SMB): renamed as with NO_REPLACE, then
+		 * published; a crash in between leaves path unpublished */
+		unsigned flags = w->opt.flags;
+		w->opt.flags |= KVS_WRITER_NO_REPLACE;
+		kvs_status st = publish_file(w, err);
+		w->opt.flags = flags;
+		if (st != KVS_OK)
+			return st;
+	}
 	kvs_status st = sync ? fsync_parent(w->path, err) : KVS_OK;
 	if (st == KVS_OK)
 		st = w->opt.publish(w->opt.publish_ctx, w->path, err);
@@ -129,7 +141,8 @@ static kvs_status publish_linked(kvs_writer *w, bool sync, kvs_error *err)
 		unlink_own(w);
 		return st;
 	}
-	(void)unlink(w->tmp_path); /* what is left, recovery removes */
+	if (linked)
+		(void)unlink(w->tmp_path); /* what is left, recovery removes */
 	return KVS_OK;
 }
 

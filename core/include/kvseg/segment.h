@@ -140,8 +140,10 @@ typedef struct kvs_writer_options {
 	 * segment and removes the temporary name; any other status removes
 	 * path again and finish fails with that status (publish sets err).
 	 * After a crash in between, kvs_catalog_open removes the temporary
-	 * name, and path with it unless the catalog names path. Needs hard
-	 * links: elsewhere (FAT, SMB) finish fails naming link.
+	 * name, and path with it unless the catalog names path. Where the
+	 * filesystem has no hard links (FAT, SMB), finish renames as with
+	 * KVS_WRITER_NO_REPLACE before it calls publish, and a crash in
+	 * between leaves path complete but unpublished.
 	 */
 	kvs_status (*publish)(void *ctx, const char *path, kvs_error *err);
 	void *publish_ctx;
