@@ -743,6 +743,19 @@ static void test_temporaries(void **state)
 	CHECK(exists(dir, "live"), "the writer's segment is in place");
 }
 
+/* A filesystem without hard links (FAT, SMB): this program's own link(),
+ * which libkvseg calls instead of libc's, refuses while g_no_links. */
+static bool g_no_links;
+
+int link(const char *oldpath, const char *newpath)
+{
+	if (g_no_links) {
+		errno = EPERM;
+		return -1;
+	}
+	return linkat(AT_FDCWD, oldpath, AT_FDCWD, newpath, 0);
+}
+
 /* A second name for dir/name. */
 static void link_in(const char *dir, const char *name, const char *second)
 {
@@ -881,6 +894,27 @@ static void test_unpublished(void **state)
 	struct stat sb;
 	CHECK(lstat(p, &sb) == 0 && sb.st_size == 6 && sb.st_nlink == 1,
 	      "taken: the file at the name is untouched");
+
+	/* without hard links, the same without the second names: a merge
+	 * published in place of s1, which is unlinked */
+	make_subdir(dir, "no-links");
+	c = make_numbered(dir, 1);
+	g_no_links = true;
+	hook_probe renamed = {dir, KVS_OK, false, 0};
+	EXPECT_ST(probe_write(dir, "m", &renamed), KVS_OK,
+	          "no links: the hook says yes");
+	kvs_error err = {0};
+	const char *s1[] = {"s1"};
+	kvs_status st = kvs_catalog_replace(c, 2, s1, 1, "m", true, &err);
+	g_no_links = false;
+	EXPECT_OK(st, err, "no links: replace");
+	const char *m[] = {"m"};
+	expect_catalog(c, 3, m, 1, "no links: after replace");
+	kvs_catalog_close(c);
+	CHECK(renamed.ran && renamed.names == 1 && !exists(dir, "s1") &&
+	          count_temporaries(dir, p, sizeof p) == 0,
+	      "no links: one name each, s1 unlinked, nothing left (%u)",
+	      (unsigned)renamed.names);
 }
 
 static void expect_open_corrupt(const char *dir, const char *name,

@@ -1120,12 +1120,14 @@ kvs_status kvs_catalog_replace(kvs_catalog *c, uint64_t expected_generation,
 		if (st != KVS_OK)
 			break;
 		(void)unlink(mark); /* a dead replace()'s, not yet recovered */
-		if (link(path, mark) < 0)
+		if (link(path, mark) == 0)
+			marked++;
+		else if (errno == EPERM || errno == EOPNOTSUPP)
+			break; /* no hard links (FAT, SMB): no marks */
+		else
 			st = kvs_error_set(err, KVS_E_IO,
 			                   "%s: cannot link it to %s: %s", path,
 			                   mark, strerror(errno));
-		else
-			marked++;
 	}
 	if (st == KVS_OK && marked)
 		st = fsync_dir(c->dir, err);
