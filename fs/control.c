@@ -911,14 +911,12 @@ static int publish(job *j, const char *out_path)
 		return -1;
 	}
 	/* the inputs must still be live, consecutive, the same files */
-	size_t count = kvs_catalog_count(S.cat), at = SIZE_MAX;
-	for (size_t i = 0; i < count; i++)
-		if (!strcmp(kvs_catalog_entry_at(S.cat, i)->name, j->names[0]))
-			at = i;
+	size_t count = kvs_catalog_count(S.cat);
+	ptrdiff_t at = kvs_catalog_find(S.cat, j->names[0]);
 	for (size_t k = 0; k < j->n; k++) {
 		const kvs_catalog_entry *e =
-		    at != SIZE_MAX && at + k < count
-		        ? kvs_catalog_entry_at(S.cat, at + k)
+		    at >= 0 && (size_t)at + k < count
+		        ? kvs_catalog_entry_at(S.cat, (size_t)at + k)
 		        : NULL;
 		const slot *s = slot_get(j->inputs[k]);
 		if (!e || strcmp(e->name, s->name) ||
@@ -1047,12 +1045,8 @@ static kvs_status publish_output(void *ctx, const char *path, kvs_error *err)
 	} else {
 		pthread_mutex_lock(&S.publish);
 		if (publish(j, path) != 0) {
-			bool live = false;
-			for (size_t i = 0; i < kvs_catalog_count(S.cat); i++)
-				live |= !strcmp(kvs_catalog_entry_at(S.cat, i)->name,
-				                j->out);
 			j->publish_failed = true;
-			if (!live)
+			if (kvs_catalog_find(S.cat, j->out) < 0)
 				st = kvs_error_set(err, KVS_E_IO, "%s", j->error);
 		}
 		pthread_mutex_unlock(&S.publish);

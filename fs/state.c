@@ -394,10 +394,7 @@ static void remove_leftovers(void)
 			continue;
 		memcpy(name, de->d_name + 1, nlen);
 		name[nlen] = '\0';
-		bool live = false;
-		for (size_t i = 0; i < kvs_catalog_count(S.cat); i++)
-			live |= !strcmp(kvs_catalog_entry_at(S.cat, i)->name,
-			                name);
+		bool live = kvs_catalog_find(S.cat, name) >= 0;
 		char mark[PATH_MAX], orig[PATH_MAX];
 		segdir_path(mark, de->d_name, NULL);
 		segdir_path(orig, name, NULL);

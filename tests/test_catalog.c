@@ -336,9 +336,15 @@ static void expect_catalog(const kvs_catalog *c, uint64_t gen,
 		EXPECT_U64(e->size, f.size, "%s: %s size", when, names[i]);
 		EXPECT_U64(e->header_crc, f.header_crc, "%s: %s header CRC",
 		           when, names[i]);
+		CHECK(kvs_catalog_find(c, names[i]) == (ptrdiff_t)i,
+		      "%s: find %s gives %td", when, names[i],
+		      kvs_catalog_find(c, names[i]));
 	}
 	CHECK(kvs_catalog_entry_at(c, n) == NULL, "%s: entry past the end",
 	      when);
+	CHECK(kvs_catalog_find(c, "no-such-segment") == -1 &&
+	          kvs_catalog_find(c, "") == -1,
+	      "%s: find of a name not live", when);
 	char p[PATH_MAX];
 	path_join(p, dir, KVS_CATALOG_FILE);
 	size_t len;

@@ -266,14 +266,14 @@ static int choose_inputs(const struct catalog_args *a, const kvs_catalog *c,
 	}
 	for (size_t i = 0; i < a->count && !rc; i++) {
 		char name[KVS_CATALOG_MAX_NAME + 1];
-		size_t at = 0;
+		ptrdiff_t found;
+		size_t at;
 
 		rc = resolve_name(a->dir, a->operands[i], name);
 		if (rc)
 			break;
-		while (at < count &&
-		       strcmp(kvs_catalog_entry_at(c, at)->name, name) != 0)
-			at++;
+		found = kvs_catalog_find(c, name);
+		at = found < 0 ? count : (size_t)found;
 		if (at == count)
 			rc = cli_usage("catalog",
 			               "merge: '%s' is not a live segment of "
@@ -340,13 +340,8 @@ static int choose_output(const char *dir, uint64_t sequence,
  * better a stray file left behind than a live segment removed. */
 static bool may_be_live(kvs_catalog *c, const char *name)
 {
-	if (kvs_catalog_reload(c, NULL) != KVS_OK)
-		return true;
-	for (size_t i = 0; i < kvs_catalog_count(c); i++) {
-		if (strcmp(kvs_catalog_entry_at(c, i)->name, name) == 0)
-			return true;
-	}
-	return false;
+	return kvs_catalog_reload(c, NULL) != KVS_OK ||
+	       kvs_catalog_find(c, name) >= 0;
 }
 
 /*

@@ -599,13 +599,19 @@ static kvs_status publish(const char *dir, const cat_state *s, kvs_error *err)
 
 /* ---- recovery ------------------------------------------------------------ */
 
+/* The index of name in s, or -1. */
+static ptrdiff_t find_live(const cat_state *s, const char *name)
+{
+	for (size_t i = 0; i < s->count; i++)
+		if (strcmp(s->entries[i].name, name) == 0)
+			return (ptrdiff_t)i;
+	return -1;
+}
+
 /* Is name live in s (NULL: a directory without a catalog yet)? */
 static bool names_live(const cat_state *s, const char *name)
 {
-	for (size_t i = 0; s && i < s->count; i++)
-		if (strcmp(s->entries[i].name, name) == 0)
-			return true;
-	return false;
+	return s && find_live(s, name) >= 0;
 }
 
 /* What recovery is about: dir, the catalog's segments (NULL where there is
@@ -927,12 +933,9 @@ const char *kvs_catalog_dir(const kvs_catalog *c)
 	return c->dir;
 }
 
-static ptrdiff_t find_live(const cat_state *s, const char *name)
+ptrdiff_t kvs_catalog_find(const kvs_catalog *c, const char *name)
 {
-	for (size_t i = 0; i < s->count; i++)
-		if (strcmp(s->entries[i].name, name) == 0)
-			return (ptrdiff_t)i;
-	return -1;
+	return find_live(&c->cur, name);
 }
 
 /* Makes next (published) c's snapshot. */

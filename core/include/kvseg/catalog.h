@@ -80,6 +80,9 @@ uint64_t kvs_catalog_generation(const kvs_catalog *c);
 size_t kvs_catalog_count(const kvs_catalog *c);
 /* Entry i, oldest first (i < count). */
 const kvs_catalog_entry *kvs_catalog_entry_at(const kvs_catalog *c, size_t i);
+/* The index of the segment named name in c's snapshot, or -1 when it is
+ * not live there. */
+ptrdiff_t kvs_catalog_find(const kvs_catalog *c, const char *name);
 /* The directory, as given to open. */
 const char *kvs_catalog_dir(const kvs_catalog *c);
 
