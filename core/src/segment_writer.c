@@ -50,8 +50,8 @@ static kvs_status name_taken(kvs_writer *w, kvs_error *err)
 }
 
 /*
- * Moves the finished temporary file to w->path. With KVS_WRITER_NO_REPLACE
- * a file already there stays and is reported: renameat2(RENAME_NOREPLACE)
+ * Moves the finished temporary file to w->path. With no_replace a file
+ * already there stays and is reported: renameat2(RENAME_NOREPLACE)
  * where the filesystem has it; else link(2), which never replaces either,
  * then the temporary name is unlinked (a crash in between leaves a second
  * name of the published file, which recovery removes as a temporary);
@@ -59,10 +59,11 @@ static kvs_status name_taken(kvs_writer *w, kvs_error *err)
  * name is free, then rename(2), so that only a file created in between
  * is replaced.
  */
-static kvs_status publish_file(kvs_writer *w, kvs_error *err)
+static kvs_status publish_file(kvs_writer *w, bool no_replace,
+                               kvs_error *err)
 {
 	int rc;
-	if (!(w->opt.flags & KVS_WRITER_NO_REPLACE)) {
+	if (!no_replace) {
 		rc = rename(w->tmp_path, w->path);
 	} else {
 		rc = renameat2(AT_FDCWD, w->tmp_path, AT_FDCWD, w->path,
@@ -123,17 +124,11 @@ static kvs_status publish_linked(kvs_writer *w, bool sync, kvs_error *err)
 		return name_taken(w, err);
 	if (!linked && errno != EPERM && errno != EOPNOTSUPP)
 		return io_fail(w, err, "link");
-	if (!linked) {
-		/* no hard links (FAT, SMB): renamed as with NO_REPLACE, then
-		 * published; a crash in between leaves path unpublished */
-		unsigned flags = w->opt.flags;
-		w->opt.flags |= KVS_WRITER_NO_REPLACE;
-		kvs_status st = publish_file(w, err);
-		w->opt.flags = flags;
-		if (st != KVS_OK)
-			return st;
-	}
-	kvs_status st = sync ? fsync_parent(w->path, err) : KVS_OK;
+	/* no hard links (FAT, SMB): renamed without replacing, then
+	 * published; a crash in between leaves path unpublished */
+	kvs_status st = linked ? KVS_OK : publish_file(w, true, err);
+	if (st == KVS_OK && sync)
+		st = fsync_parent(w->path, err);
 	if (st == KVS_OK)
 		st = w->opt.publish(w->opt.publish_ctx, w->path, err);
 	if (st != KVS_OK) {
@@ -662,8 +657,9 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	if (sync && fsync(w->fd) < 0)
 		return io_fail(w, err, "fsync");
 	/* rename while the file is still open and locked (see open) */
-	st = w->opt.publish ? publish_linked(w, sync, err)
-	                    : publish_file(w, err);
+	st = w->opt.publish
+	         ? publish_linked(w, sync, err)
+	         : publish_file(w, w->opt.flags & KVS_WRITER_NO_REPLACE, err);
 	if (st != KVS_OK)
 		return st;
 	w->tmp_path[0] = '\0'; /* nothing left to remove */
