@@ -749,14 +749,15 @@ static void test_temporaries(void **state)
 	CHECK(exists(dir, "live"), "the writer's segment is in place");
 }
 
-/* A filesystem without hard links (FAT, SMB): this program's own link(),
- * which libkvseg calls instead of libc's, refuses while g_no_links. */
-static bool g_no_links;
+/* This program's own link(), which libkvseg calls instead of libc's,
+ * fails with g_link_errno when it is set: EPERM as on a filesystem
+ * without hard links (FAT, SMB), EIO as on a failing disk. */
+static int g_link_errno;
 
 int link(const char *oldpath, const char *newpath)
 {
-	if (g_no_links) {
-		errno = EPERM;
+	if (g_link_errno) {
+		errno = g_link_errno;
 		return -1;
 	}
 	return linkat(AT_FDCWD, oldpath, AT_FDCWD, newpath, 0);
@@ -905,14 +906,14 @@ static void test_unpublished(void **state)
 	 * published in place of s1, which is unlinked */
 	make_subdir(dir, "no-links");
 	c = make_numbered(dir, 1);
-	g_no_links = true;
+	g_link_errno = EPERM;
 	hook_probe renamed = {dir, KVS_OK, false, 0};
 	EXPECT_ST(probe_write(dir, "m", &renamed), KVS_OK,
 	          "no links: the hook says yes");
 	kvs_error err = {0};
 	const char *s1[] = {"s1"};
 	kvs_status st = kvs_catalog_replace(c, 2, s1, 1, "m", true, &err);
-	g_no_links = false;
+	g_link_errno = 0;
 	EXPECT_OK(st, err, "no links: replace");
 	const char *m[] = {"m"};
 	expect_catalog(c, 3, m, 1, "no links: after replace");
@@ -921,6 +922,22 @@ static void test_unpublished(void **state)
 	          count_temporaries(dir, p, sizeof p) == 0,
 	      "no links: one name each, s1 unlinked, nothing left (%u)",
 	      (unsigned)renamed.names);
+
+	/* a mark that cannot be made (EIO): nothing is published and the
+	 * inputs stay */
+	make_subdir(dir, "link-fails");
+	c = make_numbered(dir, 2);
+	const char *both[] = {"s1", "s2"};
+	g_link_errno = EIO;
+	st = kvs_catalog_replace(c, 3, both, 2, NULL, true, &err);
+	g_link_errno = 0;
+	EXPECT_ST(st, KVS_E_IO, "link fails: replace");
+	expect_mentions(&err, ".s1.replaced", "link fails");
+	expect_catalog(c, 3, both, 2, "link fails: the catalog is unchanged");
+	kvs_catalog_close(c);
+	CHECK(exists(dir, "s1") && exists(dir, "s2") &&
+	          count_temporaries(dir, p, sizeof p) == 0,
+	      "link fails: the inputs stay and no mark is left");
 }
 
 static void expect_open_corrupt(const char *dir, const char *name,

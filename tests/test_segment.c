@@ -1773,6 +1773,7 @@ static const char *const fake_fs_names[] = {
     "renameat2 with RENAME_NOREPLACE", "no RENAME_NOREPLACE: link",
     "no RENAME_NOREPLACE nor hard links: check, then rename"};
 static int g_fake_fs = FS_REAL;
+static int g_link_errno; /* when set, link() fails with it (EIO: a bad disk) */
 
 int renameat2(int olddirfd, const char *oldpath, int newdirfd,
               const char *newpath, unsigned int flags)
@@ -1787,8 +1788,8 @@ int renameat2(int olddirfd, const char *oldpath, int newdirfd,
 
 int link(const char *oldpath, const char *newpath)
 {
-	if (g_fake_fs == FS_NO_LINKS) {
-		errno = EPERM;
+	if (g_fake_fs == FS_NO_LINKS || g_link_errno) {
+		errno = g_link_errno ? g_link_errno : EPERM;
 		return -1;
 	}
 	return linkat(AT_FDCWD, oldpath, AT_FDCWD, newpath, 0);
@@ -2008,6 +2009,21 @@ static void test_writer_errors(void **state)
 				      h.calls, n, n ? first : "-");
 		}
 		g_fake_fs = FS_REAL;
+		/* a hooked finish whose link fails otherwise (EIO): the error
+		 * names link, the hook is not called, nothing is left */
+		set_case("publish hook, link fails");
+		hook_note h = {KVS_OK, 0, 0};
+		kvs_writer_options hooked = o;
+		hooked.publish = note_publish;
+		hooked.publish_ctx = &h;
+		g_link_errno = EIO;
+		finish_expect(p, &rs, &hooked, false, KVS_E_IO);
+		g_link_errno = 0;
+		n = dir_entries(dir, first, sizeof first);
+		if (h.calls != 0 || n != 0)
+			FAILF("after a failed link: %d calls, %u entries, "
+			      "first %s",
+			      h.calls, n, n ? first : "-");
 
 		/* Bit profile: a key after its own prefix is in order. */
 		if (bit) {

@@ -15,8 +15,8 @@
  * can tell whether the catalog names it.
  *
  * Everything the handler calls is async-signal-safe: open, read, readlink,
- * fcntl, fstat, unlink, close, write and _exit. A SIGBUS that the kernel did not raise
- * for an access (kill -BUS) ends kvseg as it always did.
+ * fcntl, fstat, unlink, close, write and _exit. A SIGBUS that the kernel
+ * did not raise for an access (kill -BUS) ends kvseg as it always did.
  *
  * An interrupt (SIGINT, as from Ctrl-C, SIGTERM, SIGHUP) removes the same
  * files, then ends kvseg by the signal as before: a build or merge stopped
