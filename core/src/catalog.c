@@ -747,14 +747,22 @@ static kvs_status remove_temporary(sweep *w, int dfd, const char *name,
 	return st;
 }
 
-/* Recovery's removals, under the directory's lock; live: the catalog's
- * segments, or NULL where there is no catalog yet. */
+/* Each entry as a temporary file, then as a mark (each skips what it is
+ * not). */
+static kvs_status remove_leftover(sweep *w, int dfd, const char *name,
+                                  kvs_error *err)
+{
+	kvs_status st = remove_temporary(w, dfd, name, err);
+	return st == KVS_OK ? remove_replaced(w, dfd, name, err) : st;
+}
+
+/* Recovery's removals in one pass over the directory, under its lock;
+ * live: the catalog's segments, or NULL where there is no catalog yet. */
 static kvs_status remove_leftovers(const char *dir, const cat_state *live,
                                    kvs_error *err)
 {
 	sweep w = {dir, live, NULL, {0}};
-	kvs_status st = sweep_dir(&w, remove_temporary, err);
-	return st == KVS_OK ? sweep_dir(&w, remove_replaced, err) : st;
+	return sweep_dir(&w, remove_leftover, err);
 }
 
 static int cmp_entry_age(const void *a, const void *b)
