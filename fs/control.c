@@ -768,6 +768,12 @@ static int handle_line(char *line, size_t len, job *const *earlier,
 		            "unknown request '%.40s' (merge or cancel)", tok[0]);
 	if (J.stopping)
 		return fail(e, ESHUTDOWN, "segfs is unmounting");
+	if (kvs_catalog_read_only(S.cat))
+		return fail(
+		    e, EROFS,
+		    "%.200s cannot be written (segfs mounted it read-only): "
+		    "nothing can be merged",
+		    S.segdir);
 	job *j = calloc(1, sizeof *j);
 	if (!j)
 		return fail(e, ENOMEM, "out of memory");

@@ -418,6 +418,8 @@ static void remove_leftovers(void)
  */
 static void recover_marks(void)
 {
+	if (kvs_catalog_read_only(S.cat))
+		return; /* nothing can be removed, nor can a merge run */
 	char lock[PATH_MAX];
 	segdir_path(lock, "segfs", "lock");
 	int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -437,11 +439,18 @@ static void recover_marks(void)
 void state_load(void)
 {
 	kvs_error err;
-	if (kvs_catalog_open_flags(&S.cat, S.segdir, KVS_CATALOG_NO_CHECK,
+	if (kvs_catalog_open_flags(&S.cat, S.segdir,
+	                           KVS_CATALOG_NO_CHECK |
+	                               KVS_CATALOG_MAY_READ_ONLY,
 	                           &err) != KVS_OK) {
 		fprintf(stderr, "segfs: %s\n", err.message);
 		exit(1);
 	}
+	if (kvs_catalog_read_only(S.cat))
+		fprintf(stderr,
+		        "segfs: %s cannot be written: shown as it is, "
+		        "and control/merge refuses requests\n",
+		        S.segdir);
 	if (stat(S.segdir, &S.dir_st) < 0) {
 		fprintf(stderr, "segfs: %s: %s\n", S.segdir, strerror(errno));
 		exit(1);

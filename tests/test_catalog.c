@@ -318,7 +318,8 @@ static bytes ref_catalog(const char *dir, uint64_t gen,
 }
 
 /* The handle and the CATALOG file both say: generation gen, names[]. */
-static void expect_catalog(const kvs_catalog *c, uint64_t gen,
+/* c's snapshot: generation gen, the segments names[0 .. n) as they are */
+static void expect_entries(const kvs_catalog *c, uint64_t gen,
                            const char *const *names, size_t n, const char *when)
 {
 	const char *dir = kvs_catalog_dir(c);
@@ -345,6 +346,14 @@ static void expect_catalog(const kvs_catalog *c, uint64_t gen,
 	CHECK(kvs_catalog_find(c, "no-such-segment") == -1 &&
 	          kvs_catalog_find(c, "") == -1,
 	      "%s: find of a name not live", when);
+}
+
+/* expect_entries, and the directory's CATALOG is that snapshot's */
+static void expect_catalog(const kvs_catalog *c, uint64_t gen,
+                           const char *const *names, size_t n, const char *when)
+{
+	const char *dir = kvs_catalog_dir(c);
+	expect_entries(c, gen, names, n, when);
 	char p[PATH_MAX];
 	path_join(p, dir, KVS_CATALOG_FILE);
 	size_t len;
@@ -1455,6 +1464,126 @@ static void test_crash_merge_publish(void **state)
 	CHECK(publications >= CRASH_ROUNDS, "the child made progress");
 }
 
+/* ---- a directory this process cannot write --------------------------------
+ */
+
+/* Makes dir unwritable for this process: as root by taking the effective
+ * uid of nobody (65534; root can read and write anything), otherwise by
+ * mode 0555. g_tmp must let nobody through (mode 0711). */
+static void lose_write(const char *dir)
+{
+	if (getuid() == 0)
+		assert_int_equal(seteuid(65534), 0);
+	else
+		assert_int_equal(chmod(dir, 0555), 0);
+}
+
+static void regain_write(const char *dir)
+{
+	if (getuid() == 0)
+		assert_int_equal(seteuid(0), 0);
+	else
+		assert_int_equal(chmod(dir, 0755), 0);
+}
+
+/*
+ * KVS_CATALOG_MAY_READ_ONLY: without it an unwritable directory cannot be
+ * opened; with it the catalog (or, without one, the scan) is read as it
+ * is, nothing is created or removed, add fails, and reload follows a
+ * catalog that appears later. Nothing that can fail fatally runs without
+ * the right to write, so that a failure leaves the test process as it was:
+ * what the unprivileged steps see is checked afterwards.
+ */
+static void test_read_only(void **state)
+{
+	(void)state;
+	g_seq = "a directory that cannot be written";
+	char dir[PATH_MAX], p[PATH_MAX];
+	make_subdir(dir, "readonly");
+	assert_int_equal(chmod(g_tmp, 0711), 0);
+	assert_int_equal(chmod(dir, 0755), 0);
+	write_segment(dir, "a", 2);
+	write_segment(dir, "b", 1);
+	write_segment(dir, "c", 3);
+	path_join(p, dir, ".c.tmp-abcdef"); /* a killed writer's file */
+	spill(p, "half a segment", 14);
+
+	kvs_catalog *plain = NULL, *c = NULL;
+	kvs_error plain_err = {0}, err = {0}, add_err = {0}, reload_err = {0};
+	lose_write(dir);
+	kvs_status plain_st = kvs_catalog_open(&plain, dir, &plain_err);
+	kvs_status st =
+	    kvs_catalog_open_flags(&c, dir, KVS_CATALOG_MAY_READ_ONLY, &err);
+	kvs_status add_st = KVS_OK, reload_st = KVS_OK;
+	if (st == KVS_OK) {
+		add_st = kvs_catalog_add(c, "c", &add_err);
+		reload_st = kvs_catalog_reload(c, &reload_err);
+	}
+	regain_write(dir);
+
+	CHECK(plain_st == KVS_E_IO && plain == NULL,
+	      "without the flag the open fails: %s", plain_err.message);
+	expect_mentions(&plain_err, "CATALOG.lock", "the refused open");
+	EXPECT_OK(st, err, "open with KVS_CATALOG_MAY_READ_ONLY");
+	CHECK(kvs_catalog_read_only(c), "the catalog says it is read-only");
+	const char *scan[] = {"b", "a", "c"};
+	expect_entries(c, 1, scan, 3,
+	               "the scan of a directory without "
+	               "a catalog");
+	CHECK_ST(add_st, KVS_E_IO, "add to a read-only directory: %s",
+	         add_err.message);
+	expect_mentions(&add_err, "CATALOG.lock", "the refused add");
+	EXPECT_OK(reload_st, reload_err, "reload without a catalog");
+	expect_entries(c, 1, scan, 3, "the reload keeps the scan");
+	CHECK(!exists(dir, KVS_CATALOG_FILE) && !exists(dir, "CATALOG.lock"),
+	      "nothing was created");
+	CHECK(exists(dir, ".c.tmp-abcdef"), "nothing was removed");
+
+	/* the owner makes a catalog: the reader's reload follows it */
+	kvs_catalog *w = open_ok(dir, "the owner's open");
+	CHECK(!kvs_catalog_read_only(w), "a writable open");
+	CHECK(!exists(dir, ".c.tmp-abcdef"),
+	      "the leftover was one (the writable open removes it)");
+	const char *two[] = {"b", "a"};
+	EXPECT_OK(kvs_catalog_replace(w, 1, (const char *const[]){"c"}, 1, NULL,
+	                              false, &err),
+	          err, "the owner drops c");
+	expect_catalog(w, 2, two, 2, "the owner's catalog");
+	/* a lock file this user may write (here, a leftover there too) does
+	 * not make the directory writable */
+	path_join(p, dir, "CATALOG.lock");
+	if (getuid() == 0)
+		assert_int_equal(chown(p, 65534, 65534), 0);
+	path_join(p, dir, ".d.tmp-ghijkl");
+	spill(p, "half a segment", 14);
+	lose_write(dir);
+	reload_st = kvs_catalog_reload(c, &reload_err);
+	kvs_catalog *again = NULL;
+	kvs_error again_err = {0};
+	kvs_status again_st = kvs_catalog_open_flags(
+	    &again, dir, KVS_CATALOG_MAY_READ_ONLY, &again_err);
+	regain_write(dir);
+	EXPECT_OK(reload_st, reload_err, "reload once there is a catalog");
+	expect_catalog(c, 2, two, 2, "the reload reads the catalog");
+	EXPECT_OK(again_st, again_err, "a read-only open of the catalog");
+	CHECK(kvs_catalog_read_only(again), "read-only again");
+	expect_catalog(again, 2, two, 2, "the read-only open");
+	CHECK(exists(dir, ".d.tmp-ghijkl"), "the read-only open removes "
+	                                    "nothing");
+	kvs_catalog_close(again);
+	kvs_catalog_close(w);
+	kvs_catalog_close(c);
+
+	/* a writable directory opens writable with the flag too */
+	c = NULL;
+	EXPECT_OK(
+	    kvs_catalog_open_flags(&c, dir, KVS_CATALOG_MAY_READ_ONLY, &err),
+	    err, "the flag on a writable directory");
+	CHECK(!kvs_catalog_read_only(c), "it opens writable");
+	kvs_catalog_close(c);
+	assert_int_equal(chmod(g_tmp, 0700), 0);
+}
+
 /* ---- the program ----------------------------------------------------------
  */
 
@@ -1488,6 +1617,7 @@ int main(int argc, char **argv)
 	    TEST(test_bad_segments),
 	    TEST(test_corrupt_catalog),
 	    TEST(test_crash_merge_publish),
+	    TEST(test_read_only),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -61,10 +61,11 @@ static int catalog_failure(const char *dir, kvs_status st, const kvs_error *err)
 	return cli_error_kvs("catalog", dir, st, err, "");
 }
 
-static int open_catalog(const char *dir, kvs_catalog **out)
+/* flags: kvs_catalog_open_flags's (list reads a read-only directory) */
+static int open_catalog(const char *dir, unsigned flags, kvs_catalog **out)
 {
 	kvs_error err = {0};
-	kvs_status st = kvs_catalog_open(out, dir, &err);
+	kvs_status st = kvs_catalog_open_flags(out, dir, flags, &err);
 
 	if (st == KVS_OK)
 		return EXIT_OK;
@@ -130,7 +131,7 @@ static int print_generation(const kvs_catalog *c)
 static int catalog_init(const struct catalog_args *a)
 {
 	kvs_catalog *c;
-	int rc = open_catalog(a->dir, &c);
+	int rc = open_catalog(a->dir, 0, &c);
 
 	if (rc)
 		return rc;
@@ -169,7 +170,7 @@ static int catalog_list(const struct catalog_args *a)
 	struct strbuf sb = {0};
 	kvs_catalog *c;
 	char head[64];
-	int rc = open_catalog(a->dir, &c);
+	int rc = open_catalog(a->dir, KVS_CATALOG_MAY_READ_ONLY, &c);
 	bool ok;
 
 	if (rc)
@@ -229,7 +230,7 @@ static int catalog_add(const struct catalog_args *a)
 	for (size_t i = 0; i < a->count && !rc; i++)
 		rc = resolve_name(a->dir, a->operands[i], names[i]);
 	if (!rc)
-		rc = open_catalog(a->dir, &c);
+		rc = open_catalog(a->dir, 0, &c);
 	for (size_t i = 0; i < a->count && !rc; i++) {
 		kvs_error err = {0};
 		kvs_status st = kvs_catalog_add(c, names[i], &err);
@@ -407,7 +408,7 @@ static int catalog_merge(struct catalog_args *a)
 	kvs_merge_stats stats;
 	uint64_t generation;
 	size_t first, n = 0;
-	int rc = open_catalog(a->dir, &c);
+	int rc = open_catalog(a->dir, 0, &c);
 
 	if (rc)
 		return rc;

@@ -68,6 +68,8 @@ typedef struct cat_state {
 struct kvs_catalog {
 	char *dir;
 	cat_state cur;
+	bool read_only; /* opened without writing (KVS_CATALOG_MAY_READ_ONLY) */
+	bool scanned;   /* read_only, and cur is a scan: there is no CATALOG */
 };
 
 static void state_free(cat_state *s)
@@ -162,14 +164,41 @@ static kvs_status fsync_dir(const char *dir, kvs_error *err)
 	return seg_fsync_dir(dir, dir, err);
 }
 
-/* flock(op) on DIR/CATALOG.lock, created if need be; *fd to close. */
-static kvs_status lock_dir(const char *dir, int op, int *fd, kvs_error *err)
+/* Does errno e (of open(2) or access(2)) say "cannot write here"? */
+static bool cannot_write(int e)
+{
+	return e == EROFS || e == EACCES || e == EPERM;
+}
+
+/*
+ * Opens DIR/CATALOG.lock and takes the flock op on it. Where the directory
+ * cannot be written (a read-only filesystem, no write permission) and
+ * read_only is not NULL, a reader gets by without writing: it opens an
+ * existing lock file read-only and takes a shared lock on it, or takes no
+ * lock where there is none (a catalog is replaced by a rename, so a read
+ * sees a whole one), and *read_only is set. Without read_only, or where
+ * the directory can be written, *read_only stays false.
+ */
+static kvs_status lock_dir(const char *dir, int op, int *fd, bool *read_only,
+                           kvs_error *err)
 {
 	char path[PATH_MAX];
 	kvs_status st = path_in(path, dir, CAT_LOCK_FILE, err);
 	if (st != KVS_OK)
 		return st;
-	*fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	/* the directory first: a lock file that this process may write
+	 * does not make the directory writable */
+	bool cannot = read_only &&
+	              faccessat(AT_FDCWD, dir, W_OK, AT_EACCESS) < 0 &&
+	              cannot_write(errno);
+	*fd = cannot ? -1 : open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (*fd < 0 && read_only && (cannot || cannot_write(errno))) {
+		*read_only = true;
+		op = LOCK_SH;
+		*fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (*fd < 0 && errno == ENOENT)
+			return KVS_OK; /* no lock file: nobody to wait for */
+	}
 	if (*fd < 0) {
 		int e = errno;
 		struct stat sb;
@@ -859,14 +888,19 @@ kvs_status kvs_catalog_open_flags(kvs_catalog **out, const char *dir,
 	}
 	int lock = -1;
 	bool exists;
-	kvs_status st = lock_dir(dir, LOCK_EX, &lock, err);
+	kvs_status st = lock_dir(
+	    dir, LOCK_EX, &lock,
+	    flags & KVS_CATALOG_MAY_READ_ONLY ? &c->read_only : NULL, err);
 	if (st == KVS_OK)
 		st = read_catalog(dir, &c->cur, &exists, err);
-	if (st == KVS_OK)
+	/* read-only: what a crash left stays (nothing can remove it, and no
+	 * reader looks at it), and a missing catalog is only scanned */
+	if (st == KVS_OK && !c->read_only)
 		st = remove_leftovers(dir, exists ? &c->cur : NULL, err);
 	if (st == KVS_OK && !exists) {
 		st = scan_segments(dir, &c->cur, err);
-		if (st == KVS_OK)
+		c->scanned = c->read_only;
+		if (st == KVS_OK && !c->read_only)
 			st = publish(dir, &c->cur, err);
 	}
 	/* under the lock, so that no replace() unlinks a segment meanwhile */
@@ -906,9 +940,18 @@ kvs_status kvs_catalog_reload(kvs_catalog *c, kvs_error *err)
 {
 	int lock = -1;
 	cat_state s = {0, 0, NULL};
-	kvs_status st = lock_dir(c->dir, LOCK_SH, &lock, err);
-	if (st == KVS_OK)
+	bool read_only = false, exists = true;
+	kvs_status st = lock_dir(c->dir, LOCK_SH, &lock,
+	                         c->read_only ? &read_only : NULL, err);
+	if (st == KVS_OK && c->scanned) {
+		st = read_catalog(c->dir, &s, &exists, err);
+		if (st == KVS_OK && !exists) { /* still none: the same scan */
+			unlock_dir(lock);
+			return KVS_OK;
+		}
+	} else if (st == KVS_OK) {
 		st = read_existing(c, &s, err);
+	}
 	if (st == KVS_OK)
 		st = check_entries(c->dir, &s, err);
 	unlock_dir(lock);
@@ -918,7 +961,13 @@ kvs_status kvs_catalog_reload(kvs_catalog *c, kvs_error *err)
 	}
 	state_free(&c->cur);
 	c->cur = s;
+	c->scanned = false;
 	return KVS_OK;
+}
+
+bool kvs_catalog_read_only(const kvs_catalog *c)
+{
+	return c->read_only;
 }
 
 uint64_t kvs_catalog_generation(const kvs_catalog *c)
@@ -976,7 +1025,7 @@ kvs_status kvs_catalog_add(kvs_catalog *c, const char *name, kvs_error *err)
 	int lock = -1;
 	cat_state disk = {0, 0, NULL}, next = {0, 0, NULL};
 	kvs_catalog_entry e;
-	st = lock_dir(c->dir, LOCK_EX, &lock, err);
+	st = lock_dir(c->dir, LOCK_EX, &lock, NULL, err);
 	if (st == KVS_OK)
 		st = read_existing(c, &disk, err);
 	if (st != KVS_OK)
@@ -1055,7 +1104,7 @@ kvs_status kvs_catalog_replace(kvs_catalog *c, uint64_t expected_generation,
 	int lock = -1;
 	cat_state disk = {0, 0, NULL}, next = {0, 0, NULL};
 	kvs_catalog_entry out_entry;
-	st = lock_dir(c->dir, LOCK_EX, &lock, err);
+	st = lock_dir(c->dir, LOCK_EX, &lock, NULL, err);
 	if (st == KVS_OK)
 		st = read_existing(c, &disk, err);
 	if (st != KVS_OK)

@@ -1381,6 +1381,66 @@ def test_external_change(tmp):
         m.close()
 
 
+def test_read_only(tmp):
+    """A directory that cannot be written (a read-only bind mount), with a
+    catalog and without: kvseg catalog list and segfs show it as it is and
+    write nothing; what would change it fails with a clear error."""
+    if os.geteuid() != 0:
+        print("SKIP test_read_only: a read-only bind mount needs root")
+        return
+    rng = random.Random(8)
+    for with_catalog in (True, False):
+        what = "read-only, %s catalog" % ("with a" if with_catalog else "without a")
+        d = os.path.join(tmp, "ro-src-%d" % with_catalog)
+        ro = os.path.join(tmp, "ro-%d" % with_catalog)
+        os.mkdir(d)
+        os.mkdir(ro)
+        view = stack(d, 3, 3000, rng)
+        if with_catalog:
+            subprocess.run([KVSEG, "catalog", d, "init"], check=True,
+                           capture_output=True)
+            # what a killed writer left: recovery would remove it
+            with open(os.path.join(d, ".s7.seg.tmp-abcdef"), "wb") as f:
+                f.write(b"half a segment")
+        before = {n: read(os.path.join(d, n)) for n in os.listdir(d)}
+        subprocess.run(["mount", "--bind", d, ro], check=True)
+        try:
+            subprocess.run(["mount", "-o", "remount,bind,ro", ro], check=True)
+            lst = subprocess.run([KVSEG, "catalog", ro, "list"], capture_output=True)
+            check(lst.returncode == 0, "%s: catalog list: %s" % (what, lst.stderr))
+            rows = [l.split("\t") for l in lst.stdout.decode().splitlines()[1:]]
+            check([r[0] for r in rows] == ["s0.seg", "s1.seg", "s2.seg"] and
+                  [r[1] for r in rows] == ["1", "2", "3"],
+                  "%s: catalog list names the segments oldest first: %r" % (what, rows))
+            for verb in (["init"], ["add", "s0.seg"], ["merge", "all"]):
+                r = subprocess.run([KVSEG, "catalog", ro] + verb, capture_output=True)
+                check(r.returncode == 4 and b"Read-only file system" in r.stderr,
+                      "%s: catalog %s fails naming the cause: %s %r" % (
+                          what, verb[0], r.returncode, r.stderr))
+            m = Mount(ro)
+            try:
+                view_ok(m, view, what)
+                check(listdir(m.path("segments")) == [b"s0.seg", b"s1.seg", b"s2.seg"],
+                      "%s: segments/" % what)
+                check(request(m, b"merge all\n") == errno.EROFS,
+                      "%s: control/merge refuses with EROFS" % what)
+                st = status(m)
+                check(len(st) == 1 and st[0]["state"] == "rejected" and
+                      "cannot be written" in st[0]["error"],
+                      "%s: control/status says why: %r" % (what, st))
+                view_ok(m, view, what + ", after the refused merge")
+            finally:
+                m.close()
+            check("cannot be written" in m.stderr(),
+                  "%s: segfs says it shows the directory read-only: %r" % (
+                      what, m.stderr()))
+        finally:
+            subprocess.run(["umount", ro], check=True)
+        after = {n: read(os.path.join(d, n)) for n in os.listdir(d)}
+        check(after == before, "%s: nothing in the directory changed: %r" % (
+            what, sorted(set(after) ^ set(before))))
+
+
 def main():
     if not os.path.exists("/dev/fuse"):
         print("SKIP: /dev/fuse is missing: segfs cannot mount here")
@@ -1392,7 +1452,8 @@ def main():
              test_status_after_listing, test_truncated_segment,
              test_cut_while_opening,
              test_random_requests, test_cancel, test_kill_during_merge,
-             test_output_taken, test_recover_marks, test_enospc, test_external_change]
+             test_output_taken, test_recover_marks, test_enospc, test_external_change,
+             test_read_only]
     with tempfile.TemporaryDirectory(prefix="segfs-test-") as tmp:
         for t in tests:
             if only and t.__name__ not in only:

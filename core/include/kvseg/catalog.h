@@ -58,7 +58,8 @@ typedef struct kvs_catalog kvs_catalog;
  * it has renamed it (with a publish hook: until the hook has published
  * it), and open removes only temporaries that nobody holds,
  * so opening a directory beside running writers and merges is safe. The
- * directory must be writable (CATALOG.lock is created in it).
+ * directory must be writable (CATALOG.lock is created in it), unless
+ * KVS_CATALOG_MAY_READ_ONLY is given.
  */
 kvs_status kvs_catalog_open(kvs_catalog **out, const char *dir,
                             kvs_error *err);
@@ -66,11 +67,27 @@ kvs_status kvs_catalog_open(kvs_catalog **out, const char *dir,
 /* Flags of kvs_catalog_open_flags. */
 #define KVS_CATALOG_NO_CHECK 1u /* do not check the named segments: the
                                    caller opens and checks each itself */
+/*
+ * Where the directory cannot be written (open(2) of CATALOG.lock fails
+ * with EROFS, EACCES or EPERM: a read-only filesystem, no write
+ * permission), open it for reading only instead of failing: a shared lock
+ * on an existing CATALOG.lock opened read-only, or no lock where there is
+ * none; no recovery (what a crash left stays, unread); and a directory
+ * without a catalog is scanned as open would, but nothing is written, and
+ * kvs_catalog_reload keeps that scan until a catalog appears.
+ * kvs_catalog_read_only tells which way it opened; kvs_catalog_add and
+ * kvs_catalog_replace on a directory that still cannot be written fail as
+ * they would anyway (KVS_E_IO naming CATALOG.lock).
+ */
+#define KVS_CATALOG_MAY_READ_ONLY 2u
 
 /* kvs_catalog_open with flags (0 is kvs_catalog_open). */
 kvs_status kvs_catalog_open_flags(kvs_catalog **out, const char *dir,
                                   unsigned flags, kvs_error *err);
 void kvs_catalog_close(kvs_catalog *c);
+
+/* Was c opened for reading only (see KVS_CATALOG_MAY_READ_ONLY)? */
+bool kvs_catalog_read_only(const kvs_catalog *c);
 
 /* Re-reads the newest published generation and checks its segments as
  * open does; on failure the handle keeps its snapshot. */
