@@ -1545,6 +1545,26 @@ static void usage(const char *prog)
 	       prog);
 }
 
+/*
+ * Is the directory path (absolute, without symbolic links) mountpoint
+ * itself or below it? Mounted there, segfs would hide SEGDIR from
+ * everyone, itself included: its next look at SEGDIR (the catalog's
+ * watch, a reload, a merge) would be a request to itself, which it would
+ * wait for forever. A mount point that cannot be resolved is left to
+ * fuse_session_mount to refuse.
+ */
+static bool covers(const char *mountpoint, const char *path)
+{
+	char *m = realpath(mountpoint, NULL);
+	if (!m)
+		return false;
+	size_t n = strlen(m);
+	bool below = strncmp(m, path, n) == 0 &&
+	             (path[n] == '\0' || path[n] == '/' || m[n - 1] == '/');
+	free(m);
+	return below;
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -1613,6 +1633,14 @@ int main(int argc, char *argv[])
 	}
 	free(cli.segdir);
 	cli.segdir = abs;
+	if (covers(opts.mountpoint, abs)) {
+		fprintf(stderr,
+		        "segfs: the mount point %s would hide %s, which it "
+		        "shows: mount it elsewhere\n",
+		        opts.mountpoint, abs);
+		ret = 2;
+		goto out_args;
+	}
 	S.segdir = cli.segdir;
 	S.tombstones = cli.tombstones;
 	S.skip_bad = cli.skip_bad;

@@ -1441,6 +1441,49 @@ def test_read_only(tmp):
             what, sorted(set(after) ^ set(before))))
 
 
+def test_mount_over_segdir(tmp):
+    """A mount point that would hide SEGDIR (SEGDIR itself, a directory
+    above it) is refused before mounting: mounted there, segfs would wait
+    for its own answers forever."""
+    top = os.path.join(tmp, "over")
+    d = os.path.join(top, "segs")
+    os.makedirs(d)
+    build(os.path.join(d, "a.seg"), [(b"k", 8, b"v")], seq=1)
+    for mnt in (d, top, os.path.join(d, ".")):
+        real = os.path.realpath(mnt)  # not once segfs may hang on it
+        p = subprocess.Popen([SEGFS, "-f", d, mnt], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+        try:
+            _, err = p.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            check(False, "segfs over %s: still running after 20 s" % mnt)
+            # it hangs in a request to itself (and so does anything that
+            # looks at the mount): detach the mount, then kill it
+            subprocess.run(["fusermount3", "-u", "-z", real])
+            p.kill()
+            try:
+                p.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                print("segfs over %s: cannot be stopped (pid %d)" % (mnt, p.pid))
+            continue
+        check(p.returncode == 2 and b"would hide" in err,
+              "segfs over %s: exit %s, %r" % (mnt, p.returncode, err))
+        check(not os.path.ismount(mnt), "segfs over %s: nothing mounted" % mnt)
+    # a directory whose name only starts the same hides nothing
+    mnt = d + "x"
+    os.mkdir(mnt)
+    p = subprocess.Popen([SEGFS, "-f", d, mnt], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+    deadline = time.time() + 30
+    while not os.path.ismount(mnt) and p.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    check(os.path.ismount(mnt), "segfs on %s: mounted" % mnt)
+    if os.path.ismount(mnt):
+        check(read(os.path.join(mnt, "view", "k")) == b"v", "%s/view/k" % mnt)
+        subprocess.run(["fusermount3", "-u", mnt], check=True)
+    _, err = p.communicate(timeout=30)
+    check(p.returncode == 0, "segfs on %s: exit %s, %r" % (mnt, p.returncode, err))
+
 def main():
     if not os.path.exists("/dev/fuse"):
         print("SKIP: /dev/fuse is missing: segfs cannot mount here")
@@ -1453,7 +1496,7 @@ def main():
              test_cut_while_opening,
              test_random_requests, test_cancel, test_kill_during_merge,
              test_output_taken, test_recover_marks, test_enospc, test_external_change,
-             test_read_only]
+             test_read_only, test_mount_over_segdir]
     with tempfile.TemporaryDirectory(prefix="segfs-test-") as tmp:
         for t in tests:
             if only and t.__name__ not in only:
