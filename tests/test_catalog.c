@@ -1574,6 +1574,41 @@ static void test_read_only(void **state)
 	kvs_catalog_close(w);
 	kvs_catalog_close(c);
 
+	/* recovery that may not remove a leftover fails, naming it: another
+	 * user's file in a sticky directory (as root, a user's file; the
+	 * lock file is this user's) */
+	if (getuid() == 0) {
+		char sticky[PATH_MAX];
+		make_subdir(sticky, "sticky");
+		assert_int_equal(chmod(sticky, 01777), 0);
+		write_segment(sticky, "s", 1);
+		path_join(p, sticky, ".s.tmp-mnopqr");
+		spill(p, "half a segment", 14);
+		lose_write(sticky);
+		kvs_catalog *sc = NULL;
+		kvs_error serr = {0};
+		kvs_status sst = kvs_catalog_open_flags(
+		    &sc, sticky, KVS_CATALOG_MAY_READ_ONLY, &serr);
+		regain_write(sticky);
+		CHECK(sst == KVS_E_IO && sc == NULL,
+		      "recovery that cannot remove a file fails: %s",
+		      serr.message);
+		expect_mentions(&serr,
+		                ".s.tmp-mnopqr: cannot remove a "
+		                "temporary file: Operation not "
+		                "permitted",
+		                "the failed recovery");
+		CHECK(exists(sticky, ".s.tmp-mnopqr") &&
+		          !exists(sticky, KVS_CATALOG_FILE),
+		      "the failed open changes nothing else");
+		sc = open_ok(sticky, "the owner's open");
+		CHECK(!exists(sticky, ".s.tmp-mnopqr"), "the owner's recovery");
+		kvs_catalog_close(sc);
+	} else {
+		print_message("test_read_only: recovery's failures to remove "
+		              "are tested as root only\n");
+	}
+
 	/* a writable directory opens writable with the flag too */
 	c = NULL;
 	EXPECT_OK(
