@@ -1484,6 +1484,36 @@ def test_mount_over_segdir(tmp):
     _, err = p.communicate(timeout=30)
     check(p.returncode == 0, "segfs on %s: exit %s, %r" % (mnt, p.returncode, err))
 
+def test_lock_unusable(tmp):
+    """Where segfs cannot open SEGDIR/.segfs.lock (here a directory of that
+    name) it says so, leaves the marks a killed segfs left (it cannot tell
+    whether another segfs uses them) and serves; with the lock file back,
+    a mount removes them."""
+    d = os.path.join(tmp, "nolock")
+    os.mkdir(d)
+    view = stack(d, 2, 500, random.Random(12))
+    Mount(d).close()  # makes the catalog and the lock file
+    lock = os.path.join(d, ".segfs.lock")
+    os.unlink(lock)
+    os.mkdir(lock)
+    mark = os.path.join(d, ".s0.seg.retired")  # of a live segment
+    os.link(os.path.join(d, "s0.seg"), mark)
+    m = Mount(d)
+    try:
+        view_ok(m, view, "without a usable .segfs.lock")
+    finally:
+        m.close()
+    check(".segfs.lock: Is a directory" in m.stderr() and
+          "not removed" in m.stderr(),
+          "segfs names the lock file and what it leaves: %r" % m.stderr())
+    check(os.path.exists(mark), "the mark stays")
+    os.rmdir(lock)
+    Mount(d).close()
+    check(not os.path.exists(mark) and os.path.exists(os.path.join(d, "s0.seg")),
+          "with the lock file back the mark goes, the live segment stays: %r" %
+          sorted(os.listdir(d)))
+
+
 def main():
     if not os.path.exists("/dev/fuse"):
         print("SKIP: /dev/fuse is missing: segfs cannot mount here")
@@ -1496,7 +1526,7 @@ def main():
              test_cut_while_opening,
              test_random_requests, test_cancel, test_kill_during_merge,
              test_output_taken, test_recover_marks, test_enospc, test_external_change,
-             test_read_only, test_mount_over_segdir]
+             test_read_only, test_mount_over_segdir, test_lock_unusable]
     with tempfile.TemporaryDirectory(prefix="segfs-test-") as tmp:
         for t in tests:
             if only and t.__name__ not in only:
