@@ -943,19 +943,14 @@ kvs_status kvs_catalog_reload(kvs_catalog *c, kvs_error *err)
 	bool read_only = false, exists = true;
 	kvs_status st = lock_dir(c->dir, LOCK_SH, &lock,
 	                         c->read_only ? &read_only : NULL, err);
-	if (st == KVS_OK && c->scanned) {
-		st = read_catalog(c->dir, &s, &exists, err);
-		if (st == KVS_OK && !exists) { /* still none: the same scan */
-			unlock_dir(lock);
-			return KVS_OK;
-		}
-	} else if (st == KVS_OK) {
-		st = read_existing(c, &s, err);
-	}
+	/* a scan stands until a catalog appears */
 	if (st == KVS_OK)
+		st = c->scanned ? read_catalog(c->dir, &s, &exists, err)
+		                : read_existing(c, &s, err);
+	if (st == KVS_OK && exists)
 		st = check_entries(c->dir, &s, err);
 	unlock_dir(lock);
-	if (st != KVS_OK) {
+	if (st != KVS_OK || !exists) {
 		state_free(&s);
 		return st;
 	}
