@@ -640,6 +640,23 @@ static void expect_same_file(const char *got_path, const char *want_path,
 	free(w);
 }
 
+/* The merged file takes no more space on disk than the writer's file of
+ * the same bytes: what kvs_merge reserved for it up front (the inputs'
+ * sizes, kvs_writer_options.size_hint) was released when it finished. */
+static void expect_no_more_space(const char *got_path, const char *want_path)
+{
+	struct stat g, w;
+	assert_int_equal(stat(got_path, &g), 0);
+	assert_int_equal(stat(want_path, &w), 0);
+	if (g.st_blocks > w.st_blocks)
+		FAILF("%s (%lld bytes) takes %lld bytes on disk, the writer's "
+		      "file of the same bytes %lld: space reserved for the "
+		      "merge was not released",
+		      got_path, (long long)g.st_size,
+		      (long long)g.st_blocks * 512,
+		      (long long)w.st_blocks * 512);
+}
+
 /*
  * Runs mr: writes and opens the inputs, computes the oracle, writes its
  * records with the writer, merges, and checks the output byte for byte,
@@ -692,6 +709,7 @@ static void check_merge(const char *base, const merge_run *mr, test_rng *r,
 	EXPECT_ST(st, KVS_OK, "kvs_merge: %s", err.message);
 
 	expect_same_file(got, want, "merged output");
+	expect_no_more_space(got, want);
 	kvs_segment_unref(open_verified(got));
 	EXPECT_U64(stats.input_records, o.input_records, "stats.input_records");
 	EXPECT_U64(stats.output_records, o.out.n, "stats.output_records");

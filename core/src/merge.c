@@ -1974,7 +1974,11 @@ kvs_status kvs_merge(kvs_segment *const *inputs, size_t n,
 			goto out;
 		}
 	}
-	if ((st = kvs_writer_open(&m.w, out_path, &opt->output, err)) != KVS_OK)
+	/* the output is about as large as the inputs together */
+	kvs_writer_options wopt = opt->output;
+	for (size_t i = 0; opt->output.size_hint == 0 && i < n; i++)
+		wopt.size_hint += inputs[i]->len;
+	if ((st = kvs_writer_open(&m.w, out_path, &wopt, err)) != KVS_OK)
 		goto out;
 	if (opt->progress && opt->progress(opt->progress_ctx, 0, m.total)) {
 		st = kvs_error_set(err, KVS_E_CANCELED, "merge canceled");

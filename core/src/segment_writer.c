@@ -141,10 +141,48 @@ static kvs_status publish_linked(kvs_writer *w, bool sync, kvs_error *err)
 	return KVS_OK;
 }
 
+/*
+ * With a size hint, space is reserved ahead of the writes, up to the hint
+ * and at most RESERVE_STEP at a time (fallocate(2) with
+ * FALLOC_FL_KEEP_SIZE), as RocksDB does for its files: writes into
+ * reserved space skip the filesystem's block reservation page by page,
+ * which on ext4 took about a third of the time of writing a large file.
+ * Finish cuts the file to its size, which releases what was reserved past
+ * it (ftruncate does even at an unchanged size); a failed writer's file is
+ * removed with it. Where the filesystem refuses (no support, no space),
+ * the writes go on without: they find space or fail as they would have.
+ * Not posix_fallocate, which writes zeros where the filesystem cannot
+ * reserve.
+ */
+#define RESERVE_STEP ((uint64_t)16 << 20)
+
+static void reserve_ahead(kvs_writer *w, size_t len)
+{
+#ifdef FALLOC_FL_KEEP_SIZE
+	uint64_t start = w->file_pos, end = start + len;
+	uint64_t hint = w->opt.size_hint;
+	if (w->no_reserve || end <= w->reserved || end > hint)
+		return;
+	uint64_t from = start > w->reserved ? start : w->reserved;
+	uint64_t to = hint - start > RESERVE_STEP ? start + RESERVE_STEP : hint;
+	if (to < end)
+		to = end;
+	if (fallocate(w->fd, FALLOC_FL_KEEP_SIZE, (off_t)from,
+	              (off_t)(to - from)) == 0)
+		w->reserved = to;
+	else
+		w->no_reserve = true;
+#else
+	(void)w;
+	(void)len;
+#endif
+}
+
 static kvs_status write_all(kvs_writer *w, const void *data, size_t len,
                             kvs_error *err)
 {
 	const uint8_t *p = data;
+	reserve_ahead(w, len);
 	while (len > 0) {
 		ssize_t n = write(w->fd, p, len);
 		if (n < 0) {
@@ -153,6 +191,7 @@ static kvs_status write_all(kvs_writer *w, const void *data, size_t len,
 			return io_fail(w, err, "write");
 		}
 		w->body_crc = kvs_crc32c(w->body_crc, p, (size_t)n);
+		w->file_pos += (uint64_t)n;
 		p += n;
 		len -= (size_t)n;
 	}
@@ -254,6 +293,7 @@ kvs_status kvs_writer_open(kvs_writer **out, const char *path,
 		kvs_writer_free(w);
 		return st;
 	}
+	w->file_pos = data_start;
 	*out = w;
 	return KVS_OK;
 }

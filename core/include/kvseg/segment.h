@@ -129,6 +129,16 @@ typedef struct kvs_writer_options {
 	kvs_code_spec codes[KVS_FIELD_COUNT]; /* bit profile only */
 	unsigned flags;                       /* KVS_WRITER_* */
 	/*
+	 * Optional: the file's expected size in bytes, 0 if unknown. Up to
+	 * it, the writer reserves the file's space ahead of its writes where
+	 * the filesystem can (fallocate(2), FALLOC_FL_KEEP_SIZE; at most
+	 * 16 MiB ahead), which makes writing a large file faster; finish
+	 * releases what the file did not use. A hint the filesystem cannot
+	 * reserve (no space, no support) is ignored. kvs_merge sets it, when
+	 * 0, to the sum of its inputs' sizes.
+	 */
+	uint64_t size_hint;
+	/*
 	 * Optional: a second publication of the finished segment, such as
 	 * a catalog's (kvs_catalog_replace), made one crash-safe step with
 	 * the first. The temporary file is then ".NAME.pub-XXXXXX", and
