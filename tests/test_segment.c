@@ -1148,7 +1148,7 @@ static void round_trip(const char *dir, const recset *rs,
 	 * the same, and the file takes no more space on disk */
 	static unsigned turn;
 	kvs_writer_options o2 = *o;
-	uint64_t hints[3] = {2 * (uint64_t)sb.st_size + 65536,
+	uint64_t hints[3] = {2 * (uint64_t)sb.st_size + (2u << 20),
 	                     (uint64_t)sb.st_size / 2, U64MAX};
 	o2.size_hint = hints[turn++ % 3];
 	write_ok(p2, rs, &o2);

@@ -142,8 +142,8 @@ static kvs_status publish_linked(kvs_writer *w, bool sync, kvs_error *err)
 }
 
 /*
- * With a size hint, space is reserved ahead of the writes, up to the hint
- * and at most RESERVE_STEP at a time (fallocate(2) with
+ * With a size hint of RESERVE_MIN or more, space is reserved ahead of the
+ * writes, up to the hint and at most RESERVE_STEP at a time (fallocate(2) with
  * FALLOC_FL_KEEP_SIZE), as RocksDB does for its files: writes into
  * reserved space skip the filesystem's block reservation page by page,
  * which on ext4 took about a third of the time of writing a large file.
@@ -155,13 +155,15 @@ static kvs_status publish_linked(kvs_writer *w, bool sync, kvs_error *err)
  * reserve.
  */
 #define RESERVE_STEP ((uint64_t)16 << 20)
+#define RESERVE_MIN  ((uint64_t)1 << 20) /* smaller hints reserve nothing */
 
 static void reserve_ahead(kvs_writer *w, size_t len)
 {
 #ifdef FALLOC_FL_KEEP_SIZE
 	uint64_t start = w->file_pos, end = start + len;
 	uint64_t hint = w->opt.size_hint;
-	if (w->no_reserve || end <= w->reserved || end > hint)
+	if (w->no_reserve || end <= w->reserved || end > hint ||
+	    hint < RESERVE_MIN)
 		return;
 	uint64_t from = start > w->reserved ? start : w->reserved;
 	uint64_t to = hint - start > RESERVE_STEP ? start + RESERVE_STEP : hint;
@@ -515,13 +517,10 @@ kvs_status kvs_writer_add_bytes(kvs_writer *w, const void *key,
 	                      value_len, err);
 }
 
-/* Zero bytes up to the next multiple of 8 (section alignment). */
-static kvs_status pad8(kvs_writer *w, uint64_t *pos, kvs_error *err)
+/* The next multiple of 8 (section alignment). */
+static uint64_t align8(uint64_t pos)
 {
-	static const uint8_t zeros[8];
-	size_t n = (size_t)(-*pos & 7);
-	*pos += n;
-	return n ? write_all(w, zeros, n, err) : KVS_OK;
+	return (pos + 7) & ~(uint64_t)7;
 }
 
 static void put_dirent(uint8_t *d, unsigned kind, bool required,
@@ -584,41 +583,38 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	if ((st = seg_writer_flush(w, err)) != KVS_OK)
 		return st;
 
+	/* the sections after the stream, each at a multiple of 8, in one
+	 * buffer and one write: the restart EF, the sort metadata (first and
+	 * last key) and the restart fences */
 	uint64_t dir_end =
 	    SEG_HEADER_BYTES + (uint64_t)SEG_DIRENT_BYTES * SECTION_COUNT;
 	uint64_t stream_len = w->flushed;
-	uint64_t pos = dir_end + stream_len;
-	if ((st = pad8(w, &pos, err)) != KVS_OK)
-		return st;
-
-	/* the restart EF */
-	uint64_t ef_off = pos, max = 0;
+	uint64_t ef_off = align8(dir_end + stream_len), max = 0;
 	if (w->restarts_len)
 		max = w->restarts[w->restarts_len - 1];
 	size_t ef_len;
 	st = kvs_ef_size(w->restarts_len, max, &ef_len);
-	uint8_t *ef = st == KVS_OK ? malloc(ef_len) : NULL;
-	if (!ef)
-		return seg_writer_fail(w, err, KVS_E_NOMEM, "%s: %s", "out of memory");
-	st = kvs_ef_build(w->restarts, w->restarts_len, ef, ef_len);
-	if (st == KVS_OK)
-		st = write_all(w, ef, ef_len, err);
-	free(ef);
 	if (st != KVS_OK)
-		return w->failed ? st : seg_writer_fail(w, err, st, "%s: %s",
-		                                 kvs_strerror(st));
-	pos += ef_len;
-	if ((st = pad8(w, &pos, err)) != KVS_OK)
-		return st;
-
-	/* the sort metadata: first and last key */
-	uint64_t meta_off = pos;
+		return seg_writer_fail(w, err, st, "%s: %s", kvs_strerror(st));
 	uint64_t fb = w->records ? w->first_bits : 0;
 	uint64_t lb = w->records ? w->prev_bits : 0;
+	uint64_t meta_off = align8(ef_off + ef_len);
 	uint64_t meta_len = 16 + seg_key_bytes(fb) + seg_key_bytes(lb);
-	uint8_t *meta = malloc(meta_len);
-	if (!meta)
+	uint64_t fence_off = align8(meta_off + meta_len);
+	uint64_t fence_len = 8 + 4 * (uint64_t)w->restarts_len;
+	uint64_t tail_off = dir_end + stream_len;
+	uint64_t tail_len = fence_off + fence_len - tail_off;
+	uint8_t *tail =
+	    tail_len <= SIZE_MAX ? calloc(1, (size_t)tail_len) : NULL;
+	if (!tail)
 		return seg_writer_fail(w, err, KVS_E_NOMEM, "%s: %s", "out of memory");
+	st = kvs_ef_build(w->restarts, w->restarts_len,
+	                  tail + (ef_off - tail_off), ef_len);
+	if (st != KVS_OK) {
+		free(tail);
+		return seg_writer_fail(w, err, st, "%s: %s", kvs_strerror(st));
+	}
+	uint8_t *meta = tail + (meta_off - tail_off);
 	kvs_store_le64(meta, fb);
 	if (fb)
 		memcpy(meta + 8, w->first_key, seg_key_bytes(fb));
@@ -626,23 +622,9 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	if (lb)
 		memcpy(meta + 16 + seg_key_bytes(fb), w->prev_key,
 		       seg_key_bytes(lb));
-	st = write_all(w, meta, meta_len, err);
-	free(meta);
-	if (st != KVS_OK)
-		return st;
-	pos += meta_len;
-	if ((st = pad8(w, &pos, err)) != KVS_OK)
-		return st;
-
-	/* the restart fences, from the restart keys as written */
-	uint64_t fence_off = pos;
-	uint64_t fence_len = 8 + 4 * (uint64_t)w->restarts_len;
-	uint8_t *fences = malloc(fence_len);
-	if (!fences)
-		return seg_writer_fail(w, err, KVS_E_NOMEM, "%s: %s", "out of memory");
-	build_fences(w, fences);
-	st = write_all(w, fences, fence_len, err);
-	free(fences);
+	build_fences(w, tail + (fence_off - tail_off));
+	st = write_all(w, tail, (size_t)tail_len, err);
+	free(tail);
 	if (st != KVS_OK)
 		return st;
 	uint64_t file_len = fence_off + fence_len;
