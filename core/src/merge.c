@@ -138,11 +138,6 @@ advance_with(merge *m, size_t i, int in)
 	return advance_counted(m, i, in, true);
 }
 
-static kvs_status advance(merge *m, size_t i)
-{
-	return advance_with(m, i, IN_ANY);
-}
-
 /* Writes input i's current record (the newest binding of its key), unless
  * it is a tombstone and this is a strong delete. profile and fields are
  * the output's (see seg_writer_add_read); known_lcp the record's LCP with
@@ -181,15 +176,6 @@ static inline __attribute__((always_inline)) kvs_status
 emit_with(merge *m, size_t i, kvs_profile profile, const seg_field *fields)
 {
 	return emit_known(m, i, profile, fields, SEG_LCP_UNKNOWN, false);
-}
-
-/* The output's mode as the writer's inline path wants it. */
-static kvs_status emit(merge *m, size_t i)
-{
-	const kvs_writer *w = m->w;
-	if (w->opt.profile == KVS_PROFILE_BYTE)
-		return emit_with(m, i, KVS_PROFILE_BYTE, seg_default_fields);
-	return emit_with(m, i, KVS_PROFILE_BIT, w->fields);
 }
 
 /*
@@ -1879,7 +1865,13 @@ static kvs_status merge_two(merge *m)
 	return merge_two_with(m, IN_ANY, KVS_PROFILE_BIT, w->fields);
 }
 
-static kvs_status merge_tree(merge *m)
+/*
+ * N inputs through the loser tree. in, profile and fields as for
+ * merge_two_with: the inputs' decoder and the output's mode, constants in
+ * the usual modes.
+ */
+static inline __attribute__((always_inline)) kvs_status
+merge_tree_with(merge *m, int in, kvs_profile profile, const seg_field *fields)
 {
 	for (size_t i = 0; i < m->n; i++)
 		m->tree[i] = EMPTY;
@@ -1891,7 +1883,8 @@ static kvs_status merge_tree(merge *m)
 		kvs_cursor *c = m->cur[i];
 		memcpy(m->last, c->key, (size_t)seg_key_bytes(c->key_bits));
 		m->last_bits = c->key_bits;
-		if ((st = emit(m, i)) != KVS_OK || (st = advance(m, i)) != KVS_OK)
+		if ((st = emit_with(m, i, profile, fields)) != KVS_OK ||
+		    (st = advance_with(m, i, in)) != KVS_OK)
 			break;
 		replay(m, i);
 		/* older bindings of the same key come next in the tree */
@@ -1903,12 +1896,45 @@ static kvs_status merge_tree(merge *m)
 			                    m->last_bits) != 0)
 				break;
 			m->st.replaced++;
-			if ((st = advance(m, j)) != KVS_OK)
+			if ((st = advance_with(m, j, in)) != KVS_OK)
 				break;
 			replay(m, j);
 		}
 	}
 	return st;
+}
+
+/* Instantiated for the usual modes, as merge_two_byte and merge_two_bit. */
+__attribute__((flatten)) static kvs_status merge_tree_byte(merge *m)
+{
+	return merge_tree_with(m, IN_BYTE, KVS_PROFILE_BYTE,
+	                       seg_default_fields);
+}
+
+__attribute__((flatten)) static kvs_status merge_tree_bit(merge *m)
+{
+	return merge_tree_with(m, IN_BIT_DEFAULT, KVS_PROFILE_BIT,
+	                       seg_default_fields);
+}
+
+static kvs_status merge_tree(merge *m)
+{
+	const kvs_writer *w = m->w;
+	bool out_byte = w->opt.profile == KVS_PROFILE_BYTE;
+	bool all_byte = true, all_bit = true;
+	for (size_t i = 0; i < m->n; i++) {
+		const kvs_segment *s = m->cur[i]->seg;
+		all_byte &= s->profile == KVS_PROFILE_BYTE;
+		all_bit &= s->profile == KVS_PROFILE_BIT && s->default_codes;
+	}
+	if (out_byte && all_byte)
+		return merge_tree_byte(m);
+	if (!out_byte && w->default_codes && all_bit)
+		return merge_tree_bit(m);
+	if (out_byte)
+		return merge_tree_with(m, IN_ANY, KVS_PROFILE_BYTE,
+		                       seg_default_fields);
+	return merge_tree_with(m, IN_ANY, KVS_PROFILE_BIT, w->fields);
 }
 
 kvs_status kvs_merge(kvs_segment *const *inputs, size_t n,
