@@ -148,11 +148,11 @@ static kvs_status publish_linked(kvs_writer *w, bool sync, kvs_error *err)
  * reserved space skip the filesystem's block reservation page by page,
  * which on ext4 took about a third of the time of writing a large file.
  * Finish cuts the file to its size, which releases what was reserved past
- * it (ftruncate does even at an unchanged size); a failed writer's file is
- * removed with it. Where the filesystem refuses (no support, no space),
- * the writes go on without: they find space or fail as they would have.
- * Not posix_fallocate, which writes zeros where the filesystem cannot
- * reserve.
+ * it (ftruncate does even at an unchanged size: checked on ext4, XFS,
+ * btrfs and tmpfs); a failed writer's file is removed with it. Where the
+ * filesystem refuses (no support, no space), the writes go on without:
+ * they find space or fail as they would have. Not posix_fallocate, which
+ * writes zeros where the filesystem cannot reserve.
  */
 #define RESERVE_STEP ((uint64_t)16 << 20)
 #define RESERVE_MIN  ((uint64_t)1 << 20) /* smaller hints reserve nothing */
