@@ -21,7 +21,9 @@
  * makes of the expected merged records (computed from the generator, not
  * from the inputs) and the expected stats. The timer covers one kvs_merge
  * call on the open inputs: reading them, writing the output's temporary
- * file, its index, CRCs, clipping and the rename (no fsync). Excluded:
+ * file (into space kvs_merge reserves ahead, see
+ * kvs_writer_options.size_hint), its index, CRCs, clipping and the rename
+ * (no fsync). The peers write their files as their libraries do. Excluded:
  * everything above, and after each observation the check of its stats and
  * output size and the output's removal.
  *
