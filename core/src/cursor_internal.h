@@ -121,6 +121,7 @@ decode_byte(kvs_cursor *c, bool restart, uint64_t off)
 	if (v > (uint64_t)(end - p))
 		return KVS_E_CORRUPT;
 	c->prev_vh = vh;
+	c->prev_lcp = 8 * lcp;
 	c->key_bits = 8 * len;
 	c->value = p;
 	c->value_len = v;

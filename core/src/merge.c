@@ -3,7 +3,8 @@
  *
  * One cursor per input feeds a loser tree (a tournament whose inner nodes
  * keep the loser of each match, so replacing the winner costs one path of
- * log2 N compares); two inputs take a direct path without the tree. The
+ * log2 N matches, most of them decided by LCPs: see match); two inputs
+ * take a direct path without the tree. The
  * winner of each round is the smallest key, and among equal keys the
  * newest input, whose binding is written straight into the output through
  * the segment writer — so the output is byte for byte what the writer makes
@@ -45,6 +46,7 @@ typedef struct merge {
 	uint64_t total, next_progress;
 	uint8_t *last; /* the key of the last round */
 	uint64_t last_bits;
+	uint64_t *lcp; /* the tree's: per input, see match */
 	kvs_error *err;
 } merge;
 
@@ -54,17 +56,41 @@ static inline bool on_record(const kvs_cursor *c)
 	return c->ordinal < c->seg->records;
 }
 
-/* Does input a's current record come before input b's? Exhausted inputs
- * come last; equal keys put the newer (higher) input first. */
-static inline bool before(const merge *m, size_t a, size_t b)
+/*
+ * The loser tree keeps LCPs (an LCP-aware tournament tree): lcp[x] is the
+ * common prefix of input x's key with a key K at or below it, K being the
+ * key of the match x last lost (the winner's), or of the last round for
+ * the winner and the inputs it beat on its way up. So along the path a
+ * round replays, every lcp is with the last round's key, and while the
+ * tree is built with the empty key (all 0). Of two keys above K, the one
+ * sharing more of K is the smaller; only equal LCPs compare bits, from
+ * there on. The round's winner comes out with its LCP with the last
+ * round's key, which the writer takes instead of comparing the two keys.
+ */
+
+/* The match of inputs a and b at a node: does a's record come first?
+ * Exhausted inputs come last; equal keys put the newer (higher) input
+ * first. The loser's lcp becomes its LCP with the winner (its own when
+ * they differ: the winner shares more of K). */
+static inline bool match(merge *m, size_t a, size_t b)
 {
 	const kvs_cursor *ca = m->cur[a], *cb = m->cur[b];
 	if (!on_record(ca))
 		return false;
 	if (!on_record(cb))
 		return true;
-	int cmp = seg_key_compare(ca->key, ca->key_bits, cb->key, cb->key_bits);
-	return cmp < 0 || (cmp == 0 && a > b);
+	uint64_t la = m->lcp[a], lb = m->lcp[b];
+	if (la != lb)
+		return la > lb;
+	/* both keys share their first la bits: compare from that byte on */
+	uint64_t skip = la / 8;
+	int cmp;
+	uint64_t l = 8 * skip +
+	             seg_key_lcp(ca->key + skip, ca->key_bits - 8 * skip,
+	                         cb->key + skip, cb->key_bits - 8 * skip, &cmp);
+	bool first = cmp < 0 || (cmp == 0 && a > b);
+	m->lcp[first ? b : a] = l;
+	return first;
 }
 
 #define EMPTY SIZE_MAX
@@ -78,7 +104,7 @@ static void replay(merge *m, size_t i)
 			m->tree[node] = winner;
 			return;
 		}
-		if (before(m, m->tree[node], winner)) {
+		if (match(m, m->tree[node], winner)) {
 			size_t t = m->tree[node];
 			m->tree[node] = winner;
 			winner = t;
@@ -1866,6 +1892,38 @@ static kvs_status merge_two(merge *m)
 }
 
 /*
+ * Moves input i, whose record was the last round's key, to its next record
+ * and replays its path. Its LCP with that key is found by comparing the
+ * two, from the bits its decoder kept of that key (prev_lcp) on (the next
+ * record is its successor in the input, so it must be larger: a corrupt
+ * input that breaks the order fails here).
+ */
+static inline __attribute__((always_inline)) kvs_status
+next_above(merge *m, size_t i, int in)
+{
+	kvs_status st = advance_with(m, i, in);
+	if (st != KVS_OK)
+		return st;
+	const kvs_cursor *c = m->cur[i];
+	if (on_record(c)) {
+		int cmp;
+		uint64_t skip = c->prev_lcp / 8;
+		m->lcp[i] =
+		    8 * skip +
+		    seg_key_lcp(c->key + skip, c->key_bits - 8 * skip,
+		                m->last + skip, m->last_bits - 8 * skip, &cmp);
+		if (cmp <= 0)
+			return kvs_error_set(
+			    m->err, KVS_E_CORRUPT,
+			    "input %zu: record %" PRIu64
+			    ": its key is not above the one before it",
+			    i, kvs_cursor_ordinal(c));
+	}
+	replay(m, i);
+	return KVS_OK;
+}
+
+/*
  * N inputs through the loser tree. in, profile and fields as for
  * merge_two_with: the inputs' decoder and the output's mode, constants in
  * the usual modes.
@@ -1873,32 +1931,38 @@ static kvs_status merge_two(merge *m)
 static inline __attribute__((always_inline)) kvs_status
 merge_tree_with(merge *m, int in, kvs_profile profile, const seg_field *fields)
 {
-	for (size_t i = 0; i < m->n; i++)
+	for (size_t i = 0; i < m->n; i++) {
 		m->tree[i] = EMPTY;
+		m->lcp[i] = 0;
+	}
 	for (size_t i = 0; i < m->n; i++)
 		replay(m, i);
 	kvs_status st = KVS_OK;
+	bool written = false; /* the last round's record (the writer's LCPs
+	                       * are with the last record it wrote) */
 	while (st == KVS_OK && on_record(m->cur[m->tree[0]])) {
 		size_t i = m->tree[0];
 		kvs_cursor *c = m->cur[i];
+		uint64_t known = written ? m->lcp[i] : SEG_LCP_UNKNOWN;
+		uint64_t dropped = m->st.dropped;
 		memcpy(m->last, c->key, (size_t)seg_key_bytes(c->key_bits));
 		m->last_bits = c->key_bits;
-		if ((st = emit_with(m, i, profile, fields)) != KVS_OK ||
-		    (st = advance_with(m, i, in)) != KVS_OK)
+		if ((st = emit_known(m, i, profile, fields, known, false)) !=
+		        KVS_OK ||
+		    (st = next_above(m, i, in)) != KVS_OK)
 			break;
-		replay(m, i);
-		/* older bindings of the same key come next in the tree */
+		written = m->st.dropped == dropped;
+		/* older bindings of the same key come next in the tree: their
+		 * LCP with it is their length, and its */
 		for (;;) {
 			size_t j = m->tree[0];
 			kvs_cursor *o = m->cur[j];
-			if (!on_record(o) ||
-			    seg_key_compare(o->key, o->key_bits, m->last,
-			                    m->last_bits) != 0)
+			if (!on_record(o) || m->lcp[j] != o->key_bits ||
+			    o->key_bits != m->last_bits)
 				break;
 			m->st.replaced++;
-			if ((st = advance_with(m, j, in)) != KVS_OK)
+			if ((st = next_above(m, j, in)) != KVS_OK)
 				break;
-			replay(m, j);
 		}
 	}
 	return st;
@@ -1985,8 +2049,9 @@ kvs_status kvs_merge(kvs_segment *const *inputs, size_t n,
 	kvs_status st = KVS_E_NOMEM;
 	m.cur = calloc(n, sizeof *m.cur);
 	m.tree = calloc(n, sizeof *m.tree);
+	m.lcp = calloc(n, sizeof *m.lcp);
 	m.last = malloc((size_t)seg_key_bytes(max_key_bits) + 1);
-	if (!m.cur || !m.tree || !m.last) {
+	if (!m.cur || !m.tree || !m.lcp || !m.last) {
 		kvs_error_set(err, st, "%s: out of memory", out_path);
 		goto out;
 	}
@@ -2022,6 +2087,7 @@ out:
 		kvs_cursor_close(m.cur[i]);
 	free(m.cur);
 	free(m.tree);
+	free(m.lcp);
 	free(m.last);
 	if (stats)
 		*stats = m.st;

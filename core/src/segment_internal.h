@@ -319,6 +319,8 @@ struct kvs_cursor {
 	uint64_t prev_vh;    /* byte profile: the current value header */
 	kvs_bitreader br;    /* bit profile: positioned after the record */
 	uint64_t prev_lcp, prev_keylen, prev_vallen; /* bit field states */
+	/* prev_lcp is also, in both profiles, how many bits of the current
+	 * key the decoder kept from the previous one (0 at a restart) */
 
 	uint8_t *key; /* max_key_bits / 8 + 16 bytes */
 	uint64_t key_bits;

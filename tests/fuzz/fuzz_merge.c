@@ -7,7 +7,8 @@
  * tombstones kept. Two such inputs take merge.c's two-input loops (the
  * byte loop, and the bit loop when the input has the default codes),
  * which read the input's record stream themselves instead of through a
- * cursor.
+ * cursor; it is also merged between two partners, three inputs that take
+ * the loser tree with its LCPs.
  *
  * The oracle is the inputs read through cursors: when both read to their
  * ends with strictly increasing keys, the merge must succeed and its
@@ -192,6 +193,72 @@ static void check_output(const recs *a, const recs *b, const recs *out)
 	check(k == out->n);
 }
 
+/* The output read back is the newest-wins merge of the n lists (oldest
+ * first). */
+static void check_output_n(const recs *l, size_t n, const recs *out)
+{
+	size_t at[3] = {0, 0, 0}, k = 0;
+	for (;;) {
+		const rec *want = NULL;
+		for (size_t i = 0; i < n; i++) /* the newest of the smallest */
+			if (at[i] < l[i].n &&
+			    (!want || kvs_key_compare(
+			                  l[i].r[at[i]].key, l[i].r[at[i]].bits,
+			                  want->key, want->bits) <= 0))
+				want = &l[i].r[at[i]];
+		if (!want)
+			break;
+		check(k < out->n && same_rec(want, &out->r[k]));
+		k++;
+		const rec w = *want;
+		for (size_t i = 0; i < n; i++)
+			if (at[i] < l[i].n &&
+			    kvs_key_compare(l[i].r[at[i]].key,
+			                    l[i].r[at[i]].bits, w.key,
+			                    w.bits) == 0)
+				at[i]++;
+	}
+	check(k == out->n);
+}
+
+/* Three inputs, s between two partners (merge.c's loser tree). */
+static void merge_three(kvs_segment *s, kvs_segment *partner,
+                        const kvs_segment_info *in)
+{
+	kvs_segment *inputs[3] = {partner, s, partner};
+	kvs_merge_options mo;
+	memset(&mo, 0, sizeof mo);
+	mo.output.profile = in->profile;
+	mo.output.framing = in->framing;
+	mo.output.restart_interval = 15;
+	mo.output.sequence = 3;
+	mo.output.flags = KVS_WRITER_NO_SYNC;
+	kvs_error err;
+	memset(&err, 0, sizeof err);
+	recs l[3] = {{0}, {0}, {0}};
+	bool valid = walk(partner, &l[0]) && walk(s, &l[1]);
+	valid = valid && walk(partner, &l[2]);
+	bool refused = in->framing == KVS_FRAMING_RAW && in->tombstones;
+	kvs_status st = kvs_merge(inputs, 3, g_out, &mo, NULL, &err);
+	check(st == KVS_OK ? valid && !refused : !valid || refused);
+	if (st == KVS_OK) {
+		kvs_segment *out = NULL;
+		recs ro = {0};
+		check(kvs_segment_open(&out, g_out, &err) == KVS_OK);
+		check(kvs_segment_verify(out, &err) == KVS_OK);
+		check(walk(out, &ro));
+		check_output_n(l, 3, &ro);
+		recs_free(&ro);
+		kvs_segment_unref(out);
+		check(unlink(g_out) == 0);
+	} else {
+		check(err.message[0] != '\0');
+		check(access(g_out, F_OK) != 0);
+	}
+	for (size_t i = 0; i < 3; i++)
+		recs_free(&l[i]);
+}
+
 static void merge_one(kvs_segment *a, kvs_segment *b,
                       const kvs_segment_info *in)
 {
@@ -243,6 +310,7 @@ static void exercise(const uint8_t *buf, size_t size)
 	             [in.framing == KVS_FRAMING_RAW];
 	merge_one(s, partner, &in);
 	merge_one(partner, s, &in);
+	merge_three(s, partner, &in);
 	kvs_segment_unref(s);
 }
 
