@@ -43,8 +43,13 @@
  *     verified output, never a stray file);
  *   - ENOSPC: the output on a 256 KiB tmpfs mounted in a private mount
  *     namespace of a forked child fails with KVS_E_IO naming the space
- *     error and leaves the tmpfs empty (skipped when mounting is not
- *     permitted).
+ *     error and leaves the tmpfs empty; a merge whose output fits there
+ *     but whose size hint (64 MiB) does not succeeds, with the writer's
+ *     bytes and no more space than they need (both skipped when mounting
+ *     is not permitted);
+ *   - space: every checked merge's output takes no more space on disk
+ *     than the writer's file of the same bytes (what kvs_merge reserved
+ *     for it was released).
  *
  * The seed is printed (KVSEG_TEST_SEED changes it); failures name the
  * case, the modes, and the first differing byte of the output.
@@ -2304,6 +2309,158 @@ static void test_enospc(void **state)
 	}
 }
 
+/* ---- tests: a size hint larger than the space ---------------------------- */
+
+typedef struct hint_result {
+	int skipped;
+	kvs_status st;
+	kvs_error err;
+	int same;           /* the output holds the expected bytes */
+	long long size, blocks; /* its st_size and st_blocks */
+	unsigned entries;   /* in the tmpfs afterwards */
+	char why[200];
+} hint_result;
+
+/* In a forked child, in a private mount namespace: a 256 KiB tmpfs on mnt,
+ * the merge into it, the output compared with want (outside the tmpfs). */
+static void hint_child(int fd, const char *mnt, kvs_segment *const *segs,
+                       size_t n, const kvs_merge_options *mo,
+                       const char *want)
+{
+	hint_result res;
+	memset(&res, 0, sizeof res);
+	if (unshare(CLONE_NEWNS) != 0) {
+		res.skipped = 1;
+		snprintf(res.why, sizeof res.why, "unshare(CLONE_NEWNS): %s",
+		         strerror(errno));
+	} else if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+		res.skipped = 1;
+		snprintf(res.why, sizeof res.why,
+		         "mount(/, MS_REC|MS_PRIVATE): %s", strerror(errno));
+	} else if (mount("tmpfs", mnt, "tmpfs", 0, "size=256k") != 0) {
+		res.skipped = 1;
+		snprintf(res.why, sizeof res.why, "mount tmpfs on %.120s: %s",
+		         mnt, strerror(errno));
+	} else {
+		char p[PATH_MAX];
+		path_join(p, mnt, "merged.kvseg");
+		res.st = kvs_merge(segs, n, p, mo, NULL, &res.err);
+		struct stat sb;
+		if (res.st == KVS_OK && stat(p, &sb) == 0) {
+			size_t gl, wl;
+			uint8_t *g = slurp(p, &gl), *w = slurp(want, &wl);
+			res.same = gl == wl && memcmp(g, w, gl) == 0;
+			free(g);
+			free(w);
+			res.size = (long long)sb.st_size;
+			res.blocks = (long long)sb.st_blocks;
+		}
+		char first[256];
+		res.entries = dir_entries(mnt, first, sizeof first);
+		umount2(mnt, MNT_DETACH);
+	}
+	ssize_t w = write(fd, &res, sizeof res);
+	_exit(w == (ssize_t)sizeof res ? 0 : 3);
+}
+
+/*
+ * A size hint far above the free space (64 MiB on a 256 KiB tmpfs) does
+ * not fail a merge whose output fits: the reservation is refused and
+ * ignored, the output is the writer's bytes and takes no more space than
+ * it needs. Skipped where mounting is not permitted.
+ */
+static void test_enospc_hint(void **state)
+{
+	(void)state;
+	test_rng r = test_rng_for(g_seed, 11);
+	char base[PATH_MAX], in_dir[PATH_MAX], mnt[PATH_MAX], exp[PATH_MAX],
+	    want[PATH_MAX];
+	make_case_dirs(base, "enospc_hint");
+	path_join(in_dir, base, "in");
+	path_join(mnt, base, "out");
+	path_join(exp, base, "exp");
+	path_join(want, exp, "want.kvseg");
+	merge_case mc = {"", KEYS_HASH, VALS_FF16, 0, 600, false, 3, 60, 10, 0};
+	universe u;
+	uni_generate(&u, &mc, &r);
+	static const unsigned im[3] = {BT, BT, IT};
+	recs *in = gen_inputs(&mc, &u, im, &r);
+	merge_run mr;
+	memset(&mr, 0, sizeof mr);
+	mr.n = 3;
+	mr.in = in;
+	mr.im = im;
+	mr.in_K = 15;
+	kvs_segment **segs = write_inputs(in_dir, &mr);
+	bool skipped = false;
+	char why[220] = "";
+	for (unsigned out = 0; out < NMODES && !skipped; out++) {
+		mr.out_mode = out;
+		mr.drop = MODES[out].framing == KVS_FRAMING_RAW;
+		mr.includes_oldest = mr.drop;
+		set_mode_of(&mr);
+		set_case("merge with a 64 MiB size hint onto a 256 KiB tmpfs");
+		oracle o;
+		oracle_merge(mr.in, mr.n, mr.drop, &o);
+		kvs_merge_options mo = merge_opts(&mr, 4);
+		write_recs(want, &o.out, &mo.output);
+		mo.output.size_hint = (uint64_t)64 << 20;
+		int fds[2];
+		assert_int_equal(pipe(fds), 0);
+		fflush(stdout);
+		fflush(stderr);
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			close(fds[0]);
+			hint_child(fds[1], mnt, segs, 3, &mo, want);
+		}
+		close(fds[1]);
+		hint_result res;
+		memset(&res, 0, sizeof res);
+		ssize_t got = read(fds[0], &res, sizeof res);
+		close(fds[0]);
+		int status = 0;
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		if (got != (ssize_t)sizeof res || !WIFEXITED(status) ||
+		    WEXITSTATUS(status) != 0)
+			FAILF("the child died (status 0x%x, read %zd)", status,
+			      got);
+		if (res.skipped) {
+			skipped = true;
+			snprintf(why, sizeof why, "%s", res.why);
+		} else {
+			EXPECT_ST(res.st, KVS_OK, "kvs_merge: %s",
+			          res.err.message);
+			if (!res.same)
+				FAILF("the output (%lld bytes) is not the "
+				      "writer's file of the merged records",
+				      res.size);
+			if (res.blocks * 512 > (res.size + 4095) / 4096 * 4096)
+				FAILF("the output (%lld bytes) takes %lld "
+				      "bytes of the tmpfs",
+				      res.size, res.blocks * 512);
+			if (res.entries != 1)
+				FAILF("%u entries on the tmpfs, not the "
+				      "output alone",
+				      res.entries);
+		}
+		recs_free(&o.out, false);
+		assert_int_equal(unlink(want), 0);
+	}
+	close_inputs(in_dir, segs, 3);
+	free_inputs(in, 3);
+	uni_free(&u);
+	g_mode = "";
+	if (skipped) {
+		printf("[  SKIP    ] the size hint test needs a tmpfs mount: "
+		       "%s\n",
+		       why);
+		fflush(stdout);
+		skip();
+	}
+}
+
 /* ---- the program --------------------------------------------------------- */
 
 static int group_setup(void **state)
@@ -2336,6 +2493,7 @@ int main(int argc, char **argv)
 	    TEST(test_corrupt_two_inputs),
 	    TEST(test_corrupt_value_headers),
 	    TEST(test_enospc),
+	    TEST(test_enospc_hint),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
