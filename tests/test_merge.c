@@ -2145,22 +2145,31 @@ static void test_corrupt_value_headers(void **state)
 
 /* ---- tests: no space ----------------------------------------------------- */
 
-typedef struct enospc_result {
+typedef struct tmpfs_merge { /* what a child merges onto a small tmpfs */
+	const char *mnt;
+	kvs_segment *const *segs;
+	size_t n;
+	const kvs_merge_options *mo;
+	const char *want; /* the expected output (outside the tmpfs), or NULL */
+} tmpfs_merge;
+
+typedef struct tmpfs_result {
 	int skipped; /* 1: mounting is not permitted */
 	kvs_status st;
 	kvs_error err;
 	unsigned entries; /* left in the tmpfs afterwards */
-	char first[128];
+	char first[256];
 	char why[200]; /* skip reason or setup failure */
-} enospc_result;
+	int same;      /* with want: the output holds its bytes */
+	long long size, blocks; /* the output's st_size and st_blocks */
+} tmpfs_result;
 
 /* In a forked child, in a private mount namespace: a 256 KiB tmpfs on
- * mnt, the merge into it, the listing, then exit (the mount dies with
- * the namespace). */
-static void enospc_child(int fd, const char *mnt, kvs_segment *const *segs,
-                         size_t n, const kvs_merge_options *mo)
+ * mnt, the merge into it, the output compared with want, the listing,
+ * then exit (the mount dies with the namespace). */
+static void tmpfs_child(int fd, const tmpfs_merge *t)
 {
-	enospc_result res;
+	tmpfs_result res;
 	memset(&res, 0, sizeof res);
 	if (unshare(CLONE_NEWNS) != 0) {
 		res.skipped = 1;
@@ -2170,33 +2179,84 @@ static void enospc_child(int fd, const char *mnt, kvs_segment *const *segs,
 		res.skipped = 1;
 		snprintf(res.why, sizeof res.why,
 		         "mount(/, MS_REC|MS_PRIVATE): %s", strerror(errno));
-	} else if (mount("tmpfs", mnt, "tmpfs", 0, "size=256k") != 0) {
+	} else if (mount("tmpfs", t->mnt, "tmpfs", 0, "size=256k") != 0) {
 		res.skipped = 1;
 		snprintf(res.why, sizeof res.why, "mount tmpfs on %.120s: %s",
-		         mnt, strerror(errno));
+		         t->mnt, strerror(errno));
 	} else {
 		char p[PATH_MAX];
-		path_join(p, mnt, "merged.kvseg");
-		res.st = kvs_merge(segs, n, p, mo, NULL, &res.err);
-		DIR *d = opendir(mnt);
-		struct dirent *e;
-		while (d && (e = readdir(d)) != NULL) {
-			if (strcmp(e->d_name, ".") == 0 ||
-			    strcmp(e->d_name, "..") == 0)
-				continue;
-			if (res.entries++ == 0)
-				snprintf(res.first, sizeof res.first, "%.100s",
-				         e->d_name);
+		path_join(p, t->mnt, "merged.kvseg");
+		res.st = kvs_merge(t->segs, t->n, p, t->mo, NULL, &res.err);
+		struct stat sb;
+		if (res.st == KVS_OK && t->want && stat(p, &sb) == 0) {
+			size_t gl, wl;
+			uint8_t *g = slurp(p, &gl), *w = slurp(t->want, &wl);
+			res.same = gl == wl && memcmp(g, w, gl) == 0;
+			free(g);
+			free(w);
+			res.size = (long long)sb.st_size;
+			res.blocks = (long long)sb.st_blocks;
 		}
-		if (d)
-			closedir(d);
-		else
-			snprintf(res.why, sizeof res.why, "opendir: %s",
-			         strerror(errno));
-		umount2(mnt, MNT_DETACH);
+		res.entries = dir_entries(t->mnt, res.first, sizeof res.first);
+		umount2(t->mnt, MNT_DETACH);
 	}
 	ssize_t w = write(fd, &res, sizeof res);
 	_exit(w == (ssize_t)sizeof res ? 0 : 3);
+}
+
+/* A merge of the n inputs in (modes im, K = 15) onto the tmpfs. */
+static merge_run tmpfs_run(size_t n, recs *in, const unsigned *im)
+{
+	merge_run mr;
+	memset(&mr, 0, sizeof mr);
+	mr.n = n;
+	mr.in = in;
+	mr.im = im;
+	mr.in_K = 15;
+	return mr;
+}
+
+/* Output mode out for a merge onto the tmpfs: a raw output drops the
+ * tombstones (a strong delete), which these inputs allow. */
+static void tmpfs_out_mode(merge_run *mr, unsigned out)
+{
+	mr->out_mode = out;
+	mr->drop = MODES[out].framing == KVS_FRAMING_RAW;
+	mr->includes_oldest = mr->drop;
+	set_mode_of(mr);
+}
+
+/* Runs t in a forked child (tmpfs_child) and returns what it found; false
+ * (the reason in why) when the child may not mount. */
+static bool merge_on_tmpfs(const tmpfs_merge *t, tmpfs_result *res,
+                           char *why, size_t why_len)
+{
+	int fds[2];
+	assert_int_equal(pipe(fds), 0);
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(fds[0]);
+		tmpfs_child(fds[1], t);
+	}
+	close(fds[1]);
+	memset(res, 0, sizeof *res);
+	ssize_t got = read(fds[0], res, sizeof *res);
+	close(fds[0]);
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (got != (ssize_t)sizeof *res || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0)
+		FAILF("the child died (status 0x%x, read %zd)", status, got);
+	if (res->skipped) {
+		snprintf(why, why_len, "%s", res->why);
+		return false;
+	}
+	if (res->why[0])
+		FAILF("child: %s", res->why);
+	return true;
 }
 
 static void test_enospc(void **state)
@@ -2213,12 +2273,7 @@ static void test_enospc(void **state)
 	uni_generate(&u, &mc, &r);
 	static const unsigned im[2] = {BT, IT};
 	recs *in = gen_inputs(&mc, &u, im, &r);
-	merge_run mr;
-	memset(&mr, 0, sizeof mr);
-	mr.n = 2;
-	mr.in = in;
-	mr.im = im;
-	mr.in_K = 15;
+	merge_run mr = tmpfs_run(2, in, im);
 	kvs_segment **segs = write_inputs(in_dir, &mr);
 	uint8_t *before[2];
 	size_t before_len[2];
@@ -2236,40 +2291,15 @@ static void test_enospc(void **state)
 	bool skipped = false;
 	char why[220] = "";
 	for (unsigned out = 0; out < NMODES && !skipped; out++) {
-		mr.out_mode = out;
-		mr.drop = MODES[out].framing == KVS_FRAMING_RAW;
-		mr.includes_oldest = mr.drop;
-		set_mode_of(&mr);
+		tmpfs_out_mode(&mr, out);
 		set_case("merge onto a full 256 KiB tmpfs");
 		kvs_merge_options mo = merge_opts(&mr, 4);
-		int fds[2];
-		assert_int_equal(pipe(fds), 0);
-		fflush(stdout);
-		fflush(stderr);
-		pid_t pid = fork();
-		assert_true(pid >= 0);
-		if (pid == 0) {
-			close(fds[0]);
-			enospc_child(fds[1], mnt, segs, 2, &mo);
-		}
-		close(fds[1]);
-		enospc_result res;
-		memset(&res, 0, sizeof res);
-		ssize_t got = read(fds[0], &res, sizeof res);
-		close(fds[0]);
-		int status = 0;
-		assert_int_equal(waitpid(pid, &status, 0), pid);
-		if (got != (ssize_t)sizeof res || !WIFEXITED(status) ||
-		    WEXITSTATUS(status) != 0)
-			FAILF("the child died (status 0x%x, read %zd)", status,
-			      got);
-		if (res.skipped) {
+		tmpfs_merge t = {mnt, segs, 2, &mo, NULL};
+		tmpfs_result res;
+		if (!merge_on_tmpfs(&t, &res, why, sizeof why)) {
 			skipped = true;
-			snprintf(why, sizeof why, "%s", res.why);
 			break;
 		}
-		if (res.why[0])
-			FAILF("child: %s", res.why);
 		EXPECT_ERR(res.st, res.err,
 		           "the merge onto a full tmpfs "
 		           "succeeded");
@@ -2309,60 +2339,6 @@ static void test_enospc(void **state)
 	}
 }
 
-/* ---- tests: a size hint larger than the space ---------------------------- */
-
-typedef struct hint_result {
-	int skipped;
-	kvs_status st;
-	kvs_error err;
-	int same;           /* the output holds the expected bytes */
-	long long size, blocks; /* its st_size and st_blocks */
-	unsigned entries;   /* in the tmpfs afterwards */
-	char why[200];
-} hint_result;
-
-/* In a forked child, in a private mount namespace: a 256 KiB tmpfs on mnt,
- * the merge into it, the output compared with want (outside the tmpfs). */
-static void hint_child(int fd, const char *mnt, kvs_segment *const *segs,
-                       size_t n, const kvs_merge_options *mo,
-                       const char *want)
-{
-	hint_result res;
-	memset(&res, 0, sizeof res);
-	if (unshare(CLONE_NEWNS) != 0) {
-		res.skipped = 1;
-		snprintf(res.why, sizeof res.why, "unshare(CLONE_NEWNS): %s",
-		         strerror(errno));
-	} else if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
-		res.skipped = 1;
-		snprintf(res.why, sizeof res.why,
-		         "mount(/, MS_REC|MS_PRIVATE): %s", strerror(errno));
-	} else if (mount("tmpfs", mnt, "tmpfs", 0, "size=256k") != 0) {
-		res.skipped = 1;
-		snprintf(res.why, sizeof res.why, "mount tmpfs on %.120s: %s",
-		         mnt, strerror(errno));
-	} else {
-		char p[PATH_MAX];
-		path_join(p, mnt, "merged.kvseg");
-		res.st = kvs_merge(segs, n, p, mo, NULL, &res.err);
-		struct stat sb;
-		if (res.st == KVS_OK && stat(p, &sb) == 0) {
-			size_t gl, wl;
-			uint8_t *g = slurp(p, &gl), *w = slurp(want, &wl);
-			res.same = gl == wl && memcmp(g, w, gl) == 0;
-			free(g);
-			free(w);
-			res.size = (long long)sb.st_size;
-			res.blocks = (long long)sb.st_blocks;
-		}
-		char first[256];
-		res.entries = dir_entries(mnt, first, sizeof first);
-		umount2(mnt, MNT_DETACH);
-	}
-	ssize_t w = write(fd, &res, sizeof res);
-	_exit(w == (ssize_t)sizeof res ? 0 : 3);
-}
-
 /*
  * A size hint far above the free space (64 MiB on a 256 KiB tmpfs) does
  * not fail a merge whose output fits: the reservation is refused and
@@ -2385,50 +2361,22 @@ static void test_enospc_hint(void **state)
 	uni_generate(&u, &mc, &r);
 	static const unsigned im[3] = {BT, BT, IT};
 	recs *in = gen_inputs(&mc, &u, im, &r);
-	merge_run mr;
-	memset(&mr, 0, sizeof mr);
-	mr.n = 3;
-	mr.in = in;
-	mr.im = im;
-	mr.in_K = 15;
+	merge_run mr = tmpfs_run(3, in, im);
 	kvs_segment **segs = write_inputs(in_dir, &mr);
 	bool skipped = false;
 	char why[220] = "";
 	for (unsigned out = 0; out < NMODES && !skipped; out++) {
-		mr.out_mode = out;
-		mr.drop = MODES[out].framing == KVS_FRAMING_RAW;
-		mr.includes_oldest = mr.drop;
-		set_mode_of(&mr);
+		tmpfs_out_mode(&mr, out);
 		set_case("merge with a 64 MiB size hint onto a 256 KiB tmpfs");
 		oracle o;
 		oracle_merge(mr.in, mr.n, mr.drop, &o);
 		kvs_merge_options mo = merge_opts(&mr, 4);
 		write_recs(want, &o.out, &mo.output);
 		mo.output.size_hint = (uint64_t)64 << 20;
-		int fds[2];
-		assert_int_equal(pipe(fds), 0);
-		fflush(stdout);
-		fflush(stderr);
-		pid_t pid = fork();
-		assert_true(pid >= 0);
-		if (pid == 0) {
-			close(fds[0]);
-			hint_child(fds[1], mnt, segs, 3, &mo, want);
-		}
-		close(fds[1]);
-		hint_result res;
-		memset(&res, 0, sizeof res);
-		ssize_t got = read(fds[0], &res, sizeof res);
-		close(fds[0]);
-		int status = 0;
-		assert_int_equal(waitpid(pid, &status, 0), pid);
-		if (got != (ssize_t)sizeof res || !WIFEXITED(status) ||
-		    WEXITSTATUS(status) != 0)
-			FAILF("the child died (status 0x%x, read %zd)", status,
-			      got);
-		if (res.skipped) {
+		tmpfs_merge t = {mnt, segs, 3, &mo, want};
+		tmpfs_result res;
+		if (!merge_on_tmpfs(&t, &res, why, sizeof why)) {
 			skipped = true;
-			snprintf(why, sizeof why, "%s", res.why);
 		} else {
 			EXPECT_ST(res.st, KVS_OK, "kvs_merge: %s",
 			          res.err.message);
@@ -2441,9 +2389,9 @@ static void test_enospc_hint(void **state)
 				      "bytes of the tmpfs",
 				      res.size, res.blocks * 512);
 			if (res.entries != 1)
-				FAILF("%u entries on the tmpfs, not the "
-				      "output alone",
-				      res.entries);
+				FAILF("%u entries on the tmpfs (first: %s), "
+				      "not the output alone",
+				      res.entries, res.first);
 		}
 		recs_free(&o.out, false);
 		assert_int_equal(unlink(want), 0);

@@ -175,27 +175,9 @@ static bool same_rec(const rec *x, const rec *y)
 	       memcmp(x->value, y->value, x->len) == 0;
 }
 
-/* The output read back is the newest-wins merge of a (older) and b. */
-static void check_output(const recs *a, const recs *b, const recs *out)
-{
-	size_t i = 0, j = 0, k = 0;
-	while (i < a->n || j < b->n) {
-		int cmp = i == a->n   ? 1
-		          : j == b->n ? -1
-		                      : kvs_key_compare(a->r[i].key, a->r[i].bits,
-		                                        b->r[j].key, b->r[j].bits);
-		const rec *want = cmp < 0 ? &a->r[i] : &b->r[j];
-		check(k < out->n && same_rec(want, &out->r[k]));
-		k++;
-		i += cmp <= 0;
-		j += cmp >= 0;
-	}
-	check(k == out->n);
-}
-
 /* The output read back is the newest-wins merge of the n lists (oldest
  * first). */
-static void check_output_n(const recs *l, size_t n, const recs *out)
+static void check_output(const recs *l, size_t n, const recs *out)
 {
 	size_t at[3] = {0, 0, 0}, k = 0;
 	for (;;) {
@@ -221,11 +203,11 @@ static void check_output_n(const recs *l, size_t n, const recs *out)
 	check(k == out->n);
 }
 
-/* Three inputs, s between two partners (merge.c's loser tree). */
-static void merge_three(kvs_segment *s, kvs_segment *partner,
-                        const kvs_segment_info *in)
+/* Merges the n (2 or 3) inputs, oldest first, into a segment of in's mode
+ * and checks the outcome against the inputs read through cursors. */
+static void merge_n(kvs_segment *const *inputs, size_t n,
+                    const kvs_segment_info *in)
 {
-	kvs_segment *inputs[3] = {partner, s, partner};
 	kvs_merge_options mo;
 	memset(&mo, 0, sizeof mo);
 	mo.output.profile = in->profile;
@@ -236,48 +218,12 @@ static void merge_three(kvs_segment *s, kvs_segment *partner,
 	kvs_error err;
 	memset(&err, 0, sizeof err);
 	recs l[3] = {{0}, {0}, {0}};
-	bool valid = walk(partner, &l[0]) && walk(s, &l[1]);
-	valid = valid && walk(partner, &l[2]);
-	bool refused = in->framing == KVS_FRAMING_RAW && in->tombstones;
-	kvs_status st = kvs_merge(inputs, 3, g_out, &mo, NULL, &err);
-	check(st == KVS_OK ? valid && !refused : !valid || refused);
-	if (st == KVS_OK) {
-		kvs_segment *out = NULL;
-		recs ro = {0};
-		check(kvs_segment_open(&out, g_out, &err) == KVS_OK);
-		check(kvs_segment_verify(out, &err) == KVS_OK);
-		check(walk(out, &ro));
-		check_output_n(l, 3, &ro);
-		recs_free(&ro);
-		kvs_segment_unref(out);
-		check(unlink(g_out) == 0);
-	} else {
-		check(err.message[0] != '\0');
-		check(access(g_out, F_OK) != 0);
-	}
-	for (size_t i = 0; i < 3; i++)
-		recs_free(&l[i]);
-}
-
-static void merge_one(kvs_segment *a, kvs_segment *b,
-                      const kvs_segment_info *in)
-{
-	kvs_segment *inputs[2] = {a, b};
-	kvs_merge_options mo;
-	memset(&mo, 0, sizeof mo);
-	mo.output.profile = in->profile;
-	mo.output.framing = in->framing;
-	mo.output.restart_interval = 15;
-	mo.output.sequence = 3;
-	mo.output.flags = KVS_WRITER_NO_SYNC;
-	kvs_error err;
-	memset(&err, 0, sizeof err);
-	recs ra = {0}, rb = {0};
-	bool valid_a = walk(a, &ra), valid_b = walk(b, &rb);
-	bool valid = valid_a && valid_b;
+	bool valid = true;
+	for (size_t i = 0; i < n; i++)
+		valid &= walk(inputs[i], &l[i]);
 	/* a raw input whose header counts tombstones is refused up front */
 	bool refused = in->framing == KVS_FRAMING_RAW && in->tombstones;
-	kvs_status st = kvs_merge(inputs, 2, g_out, &mo, NULL, &err);
+	kvs_status st = kvs_merge(inputs, n, g_out, &mo, NULL, &err);
 	check(st == KVS_OK ? valid && !refused : !valid || refused);
 	if (st == KVS_OK) {
 		kvs_segment *out = NULL;
@@ -285,7 +231,7 @@ static void merge_one(kvs_segment *a, kvs_segment *b,
 		check(kvs_segment_open(&out, g_out, &err) == KVS_OK);
 		check(kvs_segment_verify(out, &err) == KVS_OK);
 		check(walk(out, &ro));
-		check_output(&ra, &rb, &ro);
+		check_output(l, n, &ro);
 		recs_free(&ro);
 		kvs_segment_unref(out);
 		check(unlink(g_out) == 0);
@@ -293,8 +239,8 @@ static void merge_one(kvs_segment *a, kvs_segment *b,
 		check(err.message[0] != '\0');
 		check(access(g_out, F_OK) != 0);
 	}
-	recs_free(&ra);
-	recs_free(&rb);
+	for (size_t i = 0; i < n; i++)
+		recs_free(&l[i]);
 }
 
 static void exercise(const uint8_t *buf, size_t size)
@@ -308,9 +254,11 @@ static void exercise(const uint8_t *buf, size_t size)
 	kvs_segment *partner =
 	    g_partner[in.profile == KVS_PROFILE_BIT]
 	             [in.framing == KVS_FRAMING_RAW];
-	merge_one(s, partner, &in);
-	merge_one(partner, s, &in);
-	merge_three(s, partner, &in);
+	kvs_segment *older[2] = {s, partner}, *newer[2] = {partner, s};
+	kvs_segment *three[3] = {partner, s, partner};
+	merge_n(older, 2, &in);
+	merge_n(newer, 2, &in);
+	merge_n(three, 3, &in); /* the loser tree */
 	kvs_segment_unref(s);
 }
 
