@@ -160,7 +160,10 @@ static kvs_status publish_linked(kvs_writer *w, bool sync, kvs_error *err)
 static void reserve_ahead(kvs_writer *w, size_t len)
 {
 #ifdef FALLOC_FL_KEEP_SIZE
-	uint64_t start = w->file_pos, end = start + len;
+	/* every write continues the stream, or (the last) follows it */
+	uint64_t start = SEG_HEADER_BYTES +
+	                 (uint64_t)SEG_DIRENT_BYTES * SECTION_COUNT + w->flushed;
+	uint64_t end = start + len;
 	uint64_t hint = w->opt.size_hint;
 	if (w->no_reserve || end <= w->reserved || end > hint ||
 	    hint < RESERVE_MIN)
@@ -193,7 +196,6 @@ static kvs_status write_all(kvs_writer *w, const void *data, size_t len,
 			return io_fail(w, err, "write");
 		}
 		w->body_crc = kvs_crc32c(w->body_crc, p, (size_t)n);
-		w->file_pos += (uint64_t)n;
 		p += n;
 		len -= (size_t)n;
 	}
@@ -295,7 +297,6 @@ kvs_status kvs_writer_open(kvs_writer **out, const char *path,
 		kvs_writer_free(w);
 		return st;
 	}
-	w->file_pos = data_start;
 	*out = w;
 	return KVS_OK;
 }

@@ -27,7 +27,6 @@ struct kvs_writer {
 	/* the record stream: bytes written to the file so far and pending */
 	uint64_t flushed;   /* bytes of the stream already in the file */
 	uint32_t body_crc;  /* over what is already in the file */
-	uint64_t file_pos;  /* where the next write lands */
 	uint64_t reserved;  /* the file's space is reserved up to here */
 	bool no_reserve;    /* the filesystem refused a reservation */
 	uint8_t *buf;       /* byte profile: pending stream bytes */
