@@ -4,11 +4,11 @@
  * One cursor per input feeds a loser tree (a tournament whose inner nodes
  * keep the loser of each match, so replacing the winner costs one path of
  * log2 N matches, most of them decided by LCPs: see match); two inputs
- * take a direct path without the tree. The
- * winner of each round is the smallest key, and among equal keys the
- * newest input, whose binding is written straight into the output through
- * the segment writer — so the output is byte for byte what the writer makes
- * of the merged records — and the older bindings of that key are consumed.
+ * take a direct path without the tree. The winner of each round is the
+ * smallest key, and among equal keys the newest input, whose binding is
+ * written straight into the output through the segment writer — so the
+ * output is byte for byte what the writer makes of the merged records —
+ * and the older bindings of that key are consumed.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -82,12 +82,10 @@ static inline bool match(merge *m, size_t a, size_t b)
 	uint64_t la = m->lcp[a], lb = m->lcp[b];
 	if (la != lb)
 		return la > lb;
-	/* both keys share their first la bits: compare from that byte on */
-	uint64_t skip = la / 8;
+	/* both keys share their first la bits */
 	int cmp;
-	uint64_t l = 8 * skip +
-	             seg_key_lcp(ca->key + skip, ca->key_bits - 8 * skip,
-	                         cb->key + skip, cb->key_bits - 8 * skip, &cmp);
+	uint64_t l = seg_key_lcp_from(ca->key, ca->key_bits, cb->key,
+	                              cb->key_bits, la, &cmp);
 	bool first = cmp < 0 || (cmp == 0 && a > b);
 	m->lcp[first ? b : a] = l;
 	return first;
@@ -1907,11 +1905,8 @@ next_above(merge *m, size_t i, int in)
 	const kvs_cursor *c = m->cur[i];
 	if (on_record(c)) {
 		int cmp;
-		uint64_t skip = c->prev_lcp / 8;
-		m->lcp[i] =
-		    8 * skip +
-		    seg_key_lcp(c->key + skip, c->key_bits - 8 * skip,
-		                m->last + skip, m->last_bits - 8 * skip, &cmp);
+		m->lcp[i] = seg_key_lcp_from(c->key, c->key_bits, m->last,
+		                             m->last_bits, c->prev_lcp, &cmp);
 		if (cmp <= 0)
 			return kvs_error_set(
 			    m->err, KVS_E_CORRUPT,

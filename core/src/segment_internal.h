@@ -224,6 +224,17 @@ static inline uint64_t seg_key_lcp(const uint8_t *a, uint64_t a_bits,
 	return min_bits;
 }
 
+/* seg_key_lcp of two keys known to share their first `from` bits (at
+ * most both lengths): the compare starts at that byte. */
+static inline uint64_t seg_key_lcp_from(const uint8_t *a, uint64_t a_bits,
+                                        const uint8_t *b, uint64_t b_bits,
+                                        uint64_t from, int *cmp)
+{
+	uint64_t skip = from / 8;
+	return 8 * skip + seg_key_lcp(a + skip, a_bits - 8 * skip, b + skip,
+	                              b_bits - 8 * skip, cmp);
+}
+
 static inline int seg_key_compare(const uint8_t *a, uint64_t a_bits,
                                   const uint8_t *b, uint64_t b_bits)
 {
