@@ -68,13 +68,14 @@ kvs_status kvs_catalog_open(kvs_catalog **out, const char *dir,
 #define KVS_CATALOG_NO_CHECK 1u /* do not check the named segments: the
                                    caller opens and checks each itself */
 /*
- * Where the directory cannot be written (open(2) of CATALOG.lock fails
- * with EROFS, EACCES or EPERM: a read-only filesystem, no write
- * permission), open it for reading only instead of failing: a shared lock
- * on an existing CATALOG.lock opened read-only, or no lock where there is
- * none; no recovery (what a crash left stays, unread); and a directory
- * without a catalog is scanned as open would, but nothing is written, and
- * kvs_catalog_reload keeps that scan until a catalog appears.
+ * Where the directory cannot be written (write access to it, or open(2)
+ * of CATALOG.lock for writing, fails with EROFS, EACCES or EPERM: a
+ * read-only filesystem, no write permission), open it for reading only
+ * instead of failing: a shared lock on an existing CATALOG.lock opened
+ * read-only, or no lock where there is none; no recovery (what a crash
+ * left stays, unread); and a directory without a catalog is scanned as
+ * open would, but nothing is written, and kvs_catalog_reload keeps that
+ * scan until a catalog appears.
  * kvs_catalog_read_only tells which way it opened; kvs_catalog_add and
  * kvs_catalog_replace on a directory that still cannot be written fail as
  * they would anyway (KVS_E_IO naming CATALOG.lock).
