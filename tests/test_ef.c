@@ -1094,7 +1094,8 @@ static void check_validated(const kvs_ef *ef, const uint8_t *data, size_t len)
 /* Opens data (len bytes); when open accepts, exercises it, then validates;
  * returns 0 if open rejected, 1 if only open accepted, 2 if validate
  * accepted too. Successive calls alternate between the portable and the
- * accelerated paths (both run for every_mode). */
+ * accelerated query paths (both run for every_mode); validate runs on
+ * both paths every time, and they must agree. */
 static int try_untrusted_modes(const uint8_t *data, size_t len, unsigned seeks,
                                bool every_mode)
 {
@@ -1112,7 +1113,15 @@ static int try_untrusted_modes(const uint8_t *data, size_t len, unsigned seeks,
 		exercise_untrusted(&ef, data, len, seeks);
 	}
 	g_mode = saved;
-	if (kvs_ef_validate(&ef) != KVS_OK)
+	/* validate's two paths must agree on every input */
+	kvs_ef_set_portable(&ef, true);
+	kvs_status portable = kvs_ef_validate(&ef);
+	kvs_ef_set_portable(&ef, false);
+	kvs_status accel = kvs_ef_validate(&ef);
+	if (portable != accel)
+		FAILF("kvs_ef_validate: portable path %s, accelerated path %s",
+		      kvs_strerror(portable), kvs_strerror(accel));
+	if (accel != KVS_OK)
 		return 1;
 	for (unsigned mode = first; mode <= last; mode++) {
 		kvs_ef_set_portable(&ef, mode == 0);

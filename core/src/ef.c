@@ -215,6 +215,7 @@ static bool cpu_has_accel(void)
 #define ef_get_accel         ef_get_portable
 #define ef_next_geq_accel    ef_next_geq_portable
 #define ef_cursor_seek_accel ef_cursor_seek_portable
+#define ef_validate_upper_accel ef_validate_upper_portable
 static bool cpu_has_accel(void)
 {
 	return false;
@@ -293,48 +294,6 @@ kvs_status kvs_ef_validate(const kvs_ef *ef)
 	        (ef->upper_bits % 64))
 		return KVS_E_CORRUPT;
 
-	/* Walk every one and every zero, checking the samples, the element
-	 * order and the count; positions are tracked word by word. */
-	uint64_t ones = 0, zeros = 0, prev = 0;
-	for (uint64_t wi = 0; wi < ef->upper_words; wi++) {
-		uint64_t w = kvs_load_le64(ef->upper + 8 * wi);
-		unsigned valid =
-		    wi + 1 < ef->upper_words || ef->upper_bits % 64 == 0
-		        ? 64
-		        : (unsigned)(ef->upper_bits % 64);
-		uint64_t zw = ~w & (valid == 64 ? ~(uint64_t)0
-		                                : ((uint64_t)1 << valid) - 1);
-		for (; w; w &= w - 1) {
-			uint64_t pos = wi * 64 + (uint64_t)__builtin_ctzll(w);
-			if (ones >= ef->count)
-				return KVS_E_CORRUPT;
-			if ((ones & SAMPLE_MASK) == 0 &&
-			    kvs_load_le64(ef->one_samples +
-			                  8 * (ones >> KVS_EF_SAMPLE_SHIFT)) !=
-			        pos)
-				return KVS_E_CORRUPT;
-			uint64_t v =
-			    ((pos - ones) << l) | kvs_ef_low_(ef, ones);
-			if (ones > 0 && v < prev)
-				return KVS_E_CORRUPT;
-			prev = v;
-			ones++;
-		}
-		for (; zw; zw &= zw - 1) {
-			uint64_t pos = wi * 64 + (uint64_t)__builtin_ctzll(zw);
-			if (zeros >= ef->zero_count)
-				return KVS_E_CORRUPT;
-			if ((zeros & SAMPLE_MASK) == 0 &&
-			    kvs_load_le64(ef->zero_samples +
-			                  8 * (zeros >> KVS_EF_SAMPLE_SHIFT)) !=
-			        pos)
-				return KVS_E_CORRUPT;
-			zeros++;
-		}
-	}
-	if (ones != ef->count || zeros != ef->zero_count)
-		return KVS_E_CORRUPT;
-	if (ef->count > 0 && prev != ef->max)
-		return KVS_E_CORRUPT;
-	return KVS_OK;
+	return ef->accel ? ef_validate_upper_accel(ef)
+	                 : ef_validate_upper_portable(ef);
 }

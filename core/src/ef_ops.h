@@ -137,3 +137,74 @@ EF_ATTR static kvs_status EF_FN(cursor_seek)(kvs_ef_cursor *c, const kvs_ef *ef,
 	c->value = ((pos - i) << ef->low_bits) | kvs_ef_low_(ef, i);
 	return KVS_OK;
 }
+
+/*
+ * Samples of the ones (flip 0) or zeros (flip all-ones) of word wi, whose
+ * bits equal to `one` are w: those numbered n .. n + popcount(w) - 1. The
+ * caller has checked that they are within the count, so the samples read
+ * exist. False if one of them is not the bit's position.
+ */
+EF_ATTR static inline bool EF_FN(samples_hold)(const uint8_t *samples,
+                                               uint64_t wi, uint64_t w,
+                                               uint64_t n, uint64_t c)
+{
+	uint64_t j = (n + SAMPLE_MASK) & ~(uint64_t)SAMPLE_MASK;
+	for (; j < n + c; j += (uint64_t)1 << KVS_EF_SAMPLE_SHIFT)
+		if (kvs_load_le64(samples + 8 * (j >> KVS_EF_SAMPLE_SHIFT)) !=
+		    wi * 64 + EF_SELECT(w, (unsigned)(j - n)))
+			return false;
+	return true;
+}
+
+/*
+ * kvs_ef_validate's walk of the upper bits, a word at a time: the counts
+ * of ones and zeros, every sample, the order and the last element. Ones
+ * at positions p < q that are neighbours in the ones hold elements whose
+ * high parts (position minus index) are equal when q = p + 1 and larger
+ * at q otherwise, so the order needs checking only where two ones are
+ * adjacent: there the low bits must not decrease.
+ */
+EF_ATTR static kvs_status EF_FN(validate_upper)(const kvs_ef *ef)
+{
+	unsigned l = ef->low_bits;
+	uint64_t ones = 0, zeros = 0, last = 0, carry = 0;
+	for (uint64_t wi = 0; wi < ef->upper_words; wi++) {
+		uint64_t w = kvs_load_le64(ef->upper + 8 * wi);
+		unsigned valid =
+		    wi + 1 < ef->upper_words || ef->upper_bits % 64 == 0
+		        ? 64
+		        : (unsigned)(ef->upper_bits % 64);
+		uint64_t zw = ~w & (valid == 64 ? ~(uint64_t)0
+		                                : ((uint64_t)1 << valid) - 1);
+		uint64_t c1 = (uint64_t)EF_POPCOUNT(w),
+		         c0 = (uint64_t)EF_POPCOUNT(zw);
+		if (c1 > ef->count - ones || c0 > ef->zero_count - zeros)
+			return KVS_E_CORRUPT;
+		if (!EF_FN(samples_hold)(ef->one_samples, wi, w, ones, c1) ||
+		    !EF_FN(samples_hold)(ef->zero_samples, wi, zw, zeros, c0))
+			return KVS_E_CORRUPT;
+		if (l && (w & 1) && carry &&
+		    kvs_ef_low_(ef, ones) < kvs_ef_low_(ef, ones - 1))
+			return KVS_E_CORRUPT;
+		/* bit p of pairs: ones at p and p + 1 */
+		for (uint64_t pairs = l ? w & (w >> 1) : 0; pairs;
+		     pairs &= pairs - 1) {
+			unsigned p = (unsigned)__builtin_ctzll(pairs);
+			uint64_t e = ones + (uint64_t)EF_POPCOUNT(
+			                        w & (((uint64_t)1 << p) - 1));
+			if (kvs_ef_low_(ef, e + 1) < kvs_ef_low_(ef, e))
+				return KVS_E_CORRUPT;
+		}
+		if (w)
+			last = wi * 64 + 63 - (uint64_t)__builtin_clzll(w);
+		carry = w >> 63;
+		ones += c1;
+		zeros += c0;
+	}
+	if (ones != ef->count || zeros != ef->zero_count)
+		return KVS_E_CORRUPT;
+	if (ones > 0 &&
+	    (((last - (ones - 1)) << l) | kvs_ef_low_(ef, ones - 1)) != ef->max)
+		return KVS_E_CORRUPT;
+	return KVS_OK;
+}
