@@ -345,10 +345,25 @@ static void check_sequence(const char *name, const uint64_t *v_in, uint64_t n,
 	kvs_ef_builder b;
 	EXPECT_ST(kvs_ef_builder_init(&b, n, max, gs.data, sz), KVS_OK,
 	          "kvs_ef_builder_init");
-	for (uint64_t i = 0; i < n; i++)
-		EXPECT_ST(kvs_ef_builder_push(&b, v[i]), KVS_OK,
-		          "kvs_ef_builder_push(%" PRIu64 ") at index %" PRIu64,
-		          v[i], i);
+	/* one push or push_n of 0 to 300 values at a time: the words being
+	 * filled end and resume anywhere */
+	for (uint64_t i = 0; i < n;) {
+		uint64_t k = test_rng_below(&g_rng, 302);
+		if (k > n - i)
+			k = n - i;
+		if (k == 301)
+			EXPECT_ST(kvs_ef_builder_push(&b, v[i]), KVS_OK,
+			          "kvs_ef_builder_push(%" PRIu64
+			          ") at index %" PRIu64,
+			          v[i], i);
+		else
+			EXPECT_ST(kvs_ef_builder_push_n(&b, v + i, (size_t)k),
+			          KVS_OK,
+			          "kvs_ef_builder_push_n of %" PRIu64
+			          " values at index %" PRIu64,
+			          k, i);
+		i += k == 301 ? 1 : k;
+	}
 	EXPECT_ST(kvs_ef_builder_finish(&b), KVS_OK, "kvs_ef_builder_finish");
 	if (memcmp(gb.data, gs.data, sz) != 0) {
 		size_t k = 0;
@@ -900,6 +915,26 @@ static void test_builder_errors(void **state)
 	if (memcmp(out, ref, sz) != 0)
 		FAILF("a builder that saw failed pushes wrote other bytes "
 		      "than for {10, 10, 50, 60, 100}");
+
+	/* push_n stops at the first value push would refuse, the values
+	 * before it appended */
+	const uint64_t bad_order[] = {10, 10, 9, 50}, bad_max[] = {50, 101},
+	               tail[] = {60, 100, 100};
+	EXPECT_ST(kvs_ef_builder_init(&b, 5, 100, out, sz), KVS_OK, "init");
+	EXPECT_ST(kvs_ef_builder_push_n(&b, bad_order, 4), KVS_E_ORDER,
+	          "push_n of 10, 10, 9, 50");
+	EXPECT_U64(b.pushed, 2, "values pushed before the 9");
+	EXPECT_ST(kvs_ef_builder_push_n(&b, bad_max, 2), KVS_E_ORDER,
+	          "push_n of 50, 101");
+	EXPECT_U64(b.pushed, 3, "values pushed before the 101");
+	EXPECT_ST(kvs_ef_builder_push_n(&b, tail, 0), KVS_OK, "push_n of none");
+	EXPECT_ST(kvs_ef_builder_push_n(&b, tail, 3), KVS_E_RANGE,
+	          "push_n of 60, 100, 100 with two left");
+	EXPECT_U64(b.pushed, 5, "values pushed before the sixth");
+	EXPECT_ST(kvs_ef_builder_finish(&b), KVS_OK, "finish");
+	if (memcmp(out, ref, sz) != 0)
+		FAILF("a builder that saw failed push_n calls wrote other "
+		      "bytes than for {10, 10, 50, 60, 100}");
 
 	/* Fewer pushes than count. */
 	EXPECT_ST(kvs_ef_builder_init(&b, 5, 100, out, sz), KVS_OK, "init");

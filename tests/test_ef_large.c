@@ -7,7 +7,8 @@
  *
  * What it proves: with count = 2^32 + 1000, indices, bit positions and
  * sample numbers above 32 bits work end to end. Two sequences are built
- * with the streaming builder (kvs_ef_builder_init / push / finish):
+ * with the streaming builder (kvs_ef_builder_init, push_n of 4096 values at
+ * a time and push across index 2^32, finish):
  *   "gaps"  x_i = i + floor(i / 3)  (l = 0, about 1.25 GiB of upper bits)
  *   "low1"  x_i = 2 i + 2 + (i & 1) (l = 1, 512 MiB of low bits, 1 GiB upper)
  * Each is opened and validated, then: the header and kvs_ef_size match the
@@ -135,12 +136,31 @@ static void run_big(const big_seq *s)
 	kvs_ef_builder b;
 	EXPECT_U64(kvs_ef_builder_init(&b, n, max, data, sz), KVS_OK,
 	           "kvs_ef_builder_init");
-	for (uint64_t i = 0; i < n; i++) {
-		kvs_status st = kvs_ef_builder_push(&b, s->f(i));
+	/* push_n of 4096 values at a time, and single pushes across index
+	 * 2^32 */
+	const uint64_t two32 = (uint64_t)1 << 32;
+	static uint64_t chunk[4096];
+	for (uint64_t i = 0; i < n;) {
+		if (i >= two32 - 5000 && i < two32 + 5000) {
+			kvs_status st = kvs_ef_builder_push(&b, s->f(i));
+			if (st != KVS_OK)
+				FAILF("push of element %" PRIu64 " (%" PRIu64
+				      ") returned %d",
+				      i, s->f(i), (int)st);
+			i++;
+			continue;
+		}
+		uint64_t k = n - i < 4096 ? n - i : 4096;
+		if (i < two32 - 5000 && k > two32 - 5000 - i)
+			k = two32 - 5000 - i;
+		for (uint64_t j = 0; j < k; j++)
+			chunk[j] = s->f(i + j);
+		kvs_status st = kvs_ef_builder_push_n(&b, chunk, (size_t)k);
 		if (st != KVS_OK)
-			FAILF("push of element %" PRIu64 " (%" PRIu64
-			      ") returned %d",
-			      i, s->f(i), (int)st);
+			FAILF("push_n of elements %" PRIu64 "..%" PRIu64
+			      " returned %d (%" PRIu64 " pushed)",
+			      i, i + k - 1, (int)st, b.pushed);
+		i += k;
 	}
 	EXPECT_U64(kvs_ef_builder_push(&b, max), KVS_E_RANGE,
 	           "push past count");

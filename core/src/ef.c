@@ -95,39 +95,86 @@ kvs_status kvs_ef_builder_init(kvs_ef_builder *b, uint64_t count, uint64_t max,
 	return KVS_OK;
 }
 
+/*
+ * The words of low and upper being filled are kept in registers (lw, uw)
+ * and ORed into the output when the next word starts and at the end of
+ * the call: a word may have been started by an earlier call. Their
+ * indices (li, ui) start at the next element's words, which lie in the
+ * output while elements remain.
+ */
+kvs_status kvs_ef_builder_push_n(kvs_ef_builder *b, const uint64_t *values,
+                                 size_t n)
+{
+	/* in locals: the stores into the output might alias *b */
+	uint64_t i = b->pushed, last = b->last, zeros = b->zeros_written;
+	const uint64_t count = b->count, max = b->max;
+	uint8_t *const lo = b->low, *const up = b->upper,
+	               *const ones = b->one_samples,
+	               *const zs = b->zero_samples;
+	unsigned l = b->low_bits;
+	uint64_t low_mask = l ? ~(uint64_t)0 >> (64 - l) : 0;
+	uint64_t li = i * l / 64, lw = 0, ui = (zeros + i) / 64, uw = 0;
+	kvs_status st = KVS_OK;
+	/* last is 0 before the first push: no value is below it */
+	size_t room = count - i < n ? (size_t)(count - i) : n;
+	for (size_t k = 0; k < room; k++, i++) {
+		uint64_t value = values[k];
+		if (value < last || value > max) {
+			st = KVS_E_ORDER;
+			break;
+		}
+		if (l) {
+			uint64_t low = value & low_mask, bit = i * l;
+			unsigned off = (unsigned)(bit & 63);
+			if (bit / 64 != li) {
+				or_word(lo + 8 * li, lw);
+				li = bit / 64;
+				lw = 0;
+			}
+			lw |= low << off;
+			if (off + l > 64) { /* the rest starts the next word */
+				or_word(lo + 8 * li, lw);
+				li++;
+				lw = low >> (64 - off);
+			}
+		}
+		uint64_t high = value >> l;
+		/* Zeros zeros .. high-1 precede this element's one; zero j
+		 * sits at position j + i. Record the sampled ones among
+		 * them. */
+		for (uint64_t j =
+		         (zeros + SAMPLE_MASK) & ~(uint64_t)SAMPLE_MASK;
+		     j < high; j += 1u << KVS_EF_SAMPLE_SHIFT)
+			kvs_store_le64(zs + 8 * (j >> KVS_EF_SAMPLE_SHIFT),
+			               j + i);
+		zeros = high;
+		uint64_t pos = high + i;
+		if (pos / 64 != ui) {
+			or_word(up + 8 * ui, uw);
+			ui = pos / 64;
+			uw = 0;
+		}
+		uw |= (uint64_t)1 << (pos & 63);
+		if ((i & SAMPLE_MASK) == 0)
+			kvs_store_le64(ones + 8 * (i >> KVS_EF_SAMPLE_SHIFT),
+			               pos);
+		last = value;
+	}
+	if (lw)
+		or_word(lo + 8 * li, lw);
+	if (uw)
+		or_word(up + 8 * ui, uw);
+	if (st == KVS_OK && room < n) /* count values pushed */
+		st = KVS_E_RANGE;
+	b->pushed = i;
+	b->last = last;
+	b->zeros_written = zeros;
+	return st;
+}
+
 kvs_status kvs_ef_builder_push(kvs_ef_builder *b, uint64_t value)
 {
-	if (b->pushed == b->count)
-		return KVS_E_RANGE;
-	if ((b->pushed > 0 && value < b->last) || value > b->max)
-		return KVS_E_ORDER;
-	uint64_t i = b->pushed;
-	unsigned l = b->low_bits;
-	if (l) {
-		uint64_t low = value & (~(uint64_t)0 >> (64 - l));
-		uint64_t bit = i * l;
-		unsigned off = (unsigned)(bit & 63);
-		or_word(b->low + 8 * (bit >> 6), low << off);
-		if (off + l > 64)
-			or_word(b->low + 8 * (bit >> 6) + 8, low >> (64 - off));
-	}
-	uint64_t high = value >> l;
-	/* Zeros zeros_written .. high-1 precede this element's one; zero j
-	 * sits at position j + i. Record the sampled ones among them. */
-	for (uint64_t j =
-	         (b->zeros_written + SAMPLE_MASK) & ~(uint64_t)SAMPLE_MASK;
-	     j < high; j += 1u << KVS_EF_SAMPLE_SHIFT)
-		kvs_store_le64(b->zero_samples + 8 * (j >> KVS_EF_SAMPLE_SHIFT),
-		               j + i);
-	b->zeros_written = high;
-	uint64_t pos = high + i;
-	or_word(b->upper + 8 * (pos >> 6), (uint64_t)1 << (pos & 63));
-	if ((i & SAMPLE_MASK) == 0)
-		kvs_store_le64(b->one_samples + 8 * (i >> KVS_EF_SAMPLE_SHIFT),
-		               pos);
-	b->last = value;
-	b->pushed++;
-	return KVS_OK;
+	return kvs_ef_builder_push_n(b, &value, 1);
 }
 
 kvs_status kvs_ef_builder_finish(kvs_ef_builder *b)
@@ -143,8 +190,9 @@ kvs_status kvs_ef_build(const uint64_t *values, uint64_t count, void *out,
 	kvs_ef_builder b;
 	kvs_status st = kvs_ef_builder_init(
 	    &b, count, count ? values[count - 1] : 0, out, out_len);
-	for (uint64_t i = 0; st == KVS_OK && i < count; i++)
-		st = kvs_ef_builder_push(&b, values[i]);
+	/* an array of count values: count fits a size_t (or finish fails) */
+	if (st == KVS_OK)
+		st = kvs_ef_builder_push_n(&b, values, (size_t)count);
 	return st == KVS_OK ? kvs_ef_builder_finish(&b) : st;
 }
 

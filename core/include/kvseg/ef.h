@@ -72,6 +72,11 @@ kvs_status kvs_ef_builder_init(kvs_ef_builder *b, uint64_t count, uint64_t max,
 /* Appends the next value: KVS_E_ORDER if it is below the previous one or
  * above max, KVS_E_RANGE if count values were already pushed. */
 kvs_status kvs_ef_builder_push(kvs_ef_builder *b, uint64_t value);
+/* Appends values[0..n) as n pushes would, faster; at the first value that
+ * push would refuse, stops with push's error, the values before it
+ * appended. */
+kvs_status kvs_ef_builder_push_n(kvs_ef_builder *b, const uint64_t *values,
+                                 size_t n);
 /* KVS_E_INVAL unless exactly count values were pushed, the last one max. */
 kvs_status kvs_ef_builder_finish(kvs_ef_builder *b);
 
