@@ -9,11 +9,16 @@
  *   access-seq       kvs_ef_get for i = 0 .. n-1 in order
  *   next_geq-random  kvs_ef_next_geq at 1,048,576 random targets in [0, max]
  *   iterate          one kvs_ef_cursor from index 0 to the end
+ *   build            kvs_ef_build of the sequence into a buffer of its size
+ *                    (allocated and touched before), per element
+ *   validate         kvs_ef_validate of the built sequence, per element
  *   space            no timing: bytes of the serialized form (kvs_ef_size)
- * The timer covers the query loop only. Excluded: generating the sequence
- * and the queries, building, opening and validating the sequence, checking
- * every answer of every workload against the plain array before timing, and
- * comparing each observation's checksum with the expected one afterwards.
+ * The timer covers the query loop, the build or the validation only.
+ * Excluded: generating the sequence and the queries, building, opening and
+ * validating the fixture's sequence, checking every answer of every
+ * workload against the plain array (and that a build gives the fixture's
+ * bytes) before timing, and comparing each observation's checksum with the
+ * expected one afterwards.
  *
  * Variants: kvseg (the best paths the CPU has), kvseg-portable
  * (kvs_ef_set_portable).
@@ -31,7 +36,8 @@
 #define Q BENCH_EF_QUERIES
 
 static const char *const workload_names[] = {
-    "access-random", "access-seq", "next_geq-random", "iterate", "space", NULL,
+    "access-random", "access-seq", "next_geq-random", "iterate",
+    "build",         "validate",   "space",           NULL,
 };
 static const char *const variant_names[] = {"kvseg", "kvseg-portable", NULL};
 
@@ -40,6 +46,7 @@ typedef struct fixture {
 	uint64_t *indices; /* access-random queries */
 	uint64_t *targets; /* next_geq-random queries */
 	void *data;        /* the serialized sequence */
+	void *scratch;     /* build's output, as large */
 	size_t size;
 	kvs_ef ef;
 } fixture;
@@ -95,6 +102,17 @@ static uint64_t run_iterate(const fixture *f)
 	return sum;
 }
 
+/* build and validate: the element count when they succeed */
+static uint64_t run_build(const fixture *f)
+{
+	return kvs_ef_build(f->x, N, f->scratch, f->size) == KVS_OK ? N : 0;
+}
+
+static uint64_t run_validate(const fixture *f)
+{
+	return kvs_ef_validate(&f->ef) == KVS_OK ? N : 0;
+}
+
 /* ---- checks against the plain array, before any timing ------------------ */
 
 static void verify(const fixture *f)
@@ -134,6 +152,11 @@ static void verify(const fixture *f)
 			bench_fail("the cursor is wrong at index %zu", i);
 	if (i != N)
 		bench_fail("the cursor stopped after %zu elements", i);
+
+	if (run_build(f) != N || memcmp(f->scratch, f->data, f->size) != 0)
+		bench_fail("a second kvs_ef_build gave other bytes");
+	if (run_validate(f) != N)
+		bench_fail("kvs_ef_validate refused the sequence");
 }
 
 /* ---- observations ------------------------------------------------------- */
@@ -174,6 +197,8 @@ int main(int argc, char **argv)
 
 	check(kvs_ef_size(N, f.x[N - 1], &f.size), "kvs_ef_size");
 	f.data = bench_alloc(f.size);
+	f.scratch = bench_alloc(f.size);
+	memset(f.scratch, 0, f.size);
 	check(kvs_ef_build(f.x, N, f.data, f.size), "kvs_ef_build");
 	check(kvs_ef_open(&f.ef, f.data, f.size), "kvs_ef_open");
 	check(kvs_ef_validate(&f.ef), "kvs_ef_validate");
@@ -192,9 +217,13 @@ int main(int argc, char **argv)
 			r.loop = run_access_seq;
 		else if (strcmp(o.workload, "next_geq-random") == 0)
 			r.loop = run_next_geq;
+		else if (strcmp(o.workload, "build") == 0)
+			r.loop = run_build;
+		else if (strcmp(o.workload, "validate") == 0)
+			r.loop = run_validate;
 		else /* iterate */
 			r.loop = run_iterate;
-		if (r.loop == run_access_seq || r.loop == run_iterate)
+		if (r.loop != run_access_random && r.loop != run_next_geq)
 			r.ops = N;
 		r.expected = bench_ef_expected(o.workload, f.x, N, f.indices,
 		                               f.targets, Q);
@@ -202,6 +231,7 @@ int main(int argc, char **argv)
 	}
 
 	free(f.data);
+	free(f.scratch);
 	free(f.x);
 	free(f.indices);
 	free(f.targets);

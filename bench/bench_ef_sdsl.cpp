@@ -12,11 +12,15 @@
  *                    which has no iterator over the ones: sdsl::bits::next
  *                    over the public high bit vector plus low[i]. The plain
  *                    select_1 walk is access-seq.
+ *   build            sd_vector_builder over the sequence, the sd_vector
+ *                    made from it and its select_1 and rank_1 supports (as
+ *                    kvs_ef_build's output holds its select samples), per
+ *                    element
  *   space            no timing: size_in_bytes of the sd_vector (low, high
  *                    and its two select supports) + select_1 + rank_1
- * The timer covers the query loop only; building, the checks of every answer
- * against the plain array and the per-observation checksum comparison are
- * outside it.
+ * The timer covers the query loop or the build only; building the fixture,
+ * the checks of every answer against the plain array and the per-observation
+ * checksum comparison are outside it.
  */
 #include <cstdint>
 #include <cstdio>
@@ -39,8 +43,8 @@ const size_t N = BENCH_EF_COUNT;
 const size_t Q = BENCH_EF_QUERIES;
 
 const char *const workload_names[] = {
-    "access-random", "access-seq", "next_geq-random",
-    "iterate",       "space",      nullptr,
+    "access-random", "access-seq", "next_geq-random", "iterate",
+    "build",         "space",      nullptr,
 };
 const char *const variant_names[] = {"sdsl", nullptr};
 
@@ -117,6 +121,21 @@ void verify(const fixture &f)
 	}
 }
 
+/* The sequence as bench_main's fixture holds it, from scratch; the
+ * element count when it came out whole (rank_1 at the end). */
+uint64_t run_build(const fixture &f)
+{
+	sdsl::sd_vector_builder builder(f.x[N - 1] + 1, N);
+	for (uint64_t v : f.x)
+		builder.set(v);
+	sdsl::sd_vector<> sd(builder);
+	sdsl::sd_vector<>::select_1_type select1;
+	sdsl::sd_vector<>::rank_1_type rank1;
+	sdsl::util::init_support(select1, &sd);
+	sdsl::util::init_support(rank1, &sd);
+	return rank1(f.x[N - 1] + 1) == N && select1(N) == f.x[N - 1] ? N : 0;
+}
+
 struct run {
 	const fixture *f;
 	uint64_t (*loop)(const fixture &f);
@@ -176,9 +195,11 @@ int bench_main(int argc, char **argv)
 		r.loop = run_access_seq;
 	else if (std::strcmp(o.workload, "next_geq-random") == 0)
 		r.loop = run_next_geq;
+	else if (std::strcmp(o.workload, "build") == 0)
+		r.loop = run_build;
 	else /* iterate */
 		r.loop = run_iterate;
-	if (r.loop == run_access_seq || r.loop == run_iterate)
+	if (r.loop != run_access_random && r.loop != run_next_geq)
 		r.ops = N;
 	r.expected = bench_ef_expected(o.workload, f.x.data(), N,
 	                               f.indices.data(), f.targets.data(), Q);
