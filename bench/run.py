@@ -348,6 +348,7 @@ def summarize(rows, baseline=None, out=sys.stdout):
         medians = [statistics.median(v) for v in procs.values()]
         stats[key] = (statistics.median(medians), min(medians),
                       max(medians), len(medians))
+    paired = paired_ratios(per_process, baseline) if baseline else {}
     nproc = len({(r["workload"], r["variant"], r["process"]) for r in rows})
     print(f"{', '.join(benches)}: {nproc} processes, {measured} measured "
           f"rows, {warmups} warm-up rows excluded. Median of process "
@@ -356,7 +357,7 @@ def summarize(rows, baseline=None, out=sys.stdout):
     head = ["workload", "variant", "metric", "median [min\u2013max]",
             "unit", "procs"]
     if baseline:
-        head += [f"/{baseline}", "ranges"]
+        head += [f"/{baseline}", "ranges", "paired [min\u2013max]"]
     table = [head]
     for w in workloads:
         for metric, unit in metrics:
@@ -371,13 +372,16 @@ def summarize(rows, baseline=None, out=sys.stdout):
                         str(n)]
                 if baseline:
                     if v == baseline:
-                        line += ["1.000\u00d7", "baseline"]
+                        line += ["1.000\u00d7", "baseline", ""]
                     elif base is None or base[0] == 0:
-                        line += ["-", "-"]
+                        line += ["-", "-", "-"]
                     else:
                         ranges = "overlap" if lo <= base[2] and \
                             base[1] <= hi else "disjoint"
-                        line += [f"{med / base[0]:.3f}\u00d7", ranges]
+                        pr = paired.get((w, v, metric, unit))
+                        line += [f"{med / base[0]:.3f}\u00d7", ranges,
+                                 f"{pr[0]:.3f}\u00d7 [{pr[1]:.3f}\u2013"
+                                 f"{pr[2]:.3f}]" if pr else "-"]
                 table.append(line)
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     for row in table:
@@ -386,8 +390,35 @@ def summarize(rows, baseline=None, out=sys.stdout):
     if baseline:
         print(f"/{baseline}: this variant's median divided by {baseline}'s "
               f"(for ns a ratio above 1 is slower, for GB/s faster); "
-              f"ranges: whether the process-median ranges overlap.",
+              f"ranges: whether the process-median ranges overlap; "
+              f"paired: the median [min\u2013max] over rounds of the "
+              f"ratio of the two process medians of one round (processes "
+              f"run back to back, so a slow spell of the machine "
+              f"affects both).",
               file=out)
+
+
+def paired_ratios(per_process, baseline):
+    """(workload, variant, metric, unit) -> (median, min, max) of the
+    per-round ratios of the variant's process median to the baseline's.
+    Processes are numbered in the order they ran; a workload's rounds are
+    consecutive and each has one process of every variant, so the i-th
+    process of a variant and the i-th of the baseline (by number) belong
+    to the same round."""
+    out = {}
+    for (w, v, metric, unit), procs in per_process.items():
+        base = per_process.get((w, baseline, metric, unit))
+        if v == baseline or not base or len(base) != len(procs):
+            continue
+        mine = [statistics.median(procs[p])
+                for p in sorted(procs, key=int)]
+        theirs = [statistics.median(base[p])
+                  for p in sorted(base, key=int)]
+        ratios = [a / b for a, b in zip(mine, theirs) if b != 0]
+        if ratios:
+            out[(w, v, metric, unit)] = (statistics.median(ratios),
+                                         min(ratios), max(ratios))
+    return out
 
 
 def read_csv(path):
