@@ -139,10 +139,10 @@ EF_ATTR static kvs_status EF_FN(cursor_seek)(kvs_ef_cursor *c, const kvs_ef *ef,
 }
 
 /*
- * Samples of the ones (flip 0) or zeros (flip all-ones) of word wi, whose
- * bits equal to `one` are w: those numbered n .. n + popcount(w) - 1. The
- * caller has checked that they are within the count, so the samples read
- * exist. False if one of them is not the bit's position.
+ * The samples of the c set bits of w, which are the ones of upper word wi
+ * (or its zeros, inverted) numbered n .. n + c - 1: false if one of them
+ * does not hold its bit's position. The caller has checked that they are
+ * within the count, so the samples read exist.
  */
 EF_ATTR static inline bool EF_FN(samples_hold)(const uint8_t *samples,
                                                uint64_t wi, uint64_t w,
