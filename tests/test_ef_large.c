@@ -1,8 +1,8 @@
 /*
  * test_ef_large.c — Elias-Fano sequences of more than 2^32 elements.
  *
- * Registered in meson as the suite "large" (about 2 GiB of memory and two
- * minutes): tools/test.sh runs it in the release build only, not under the
+ * Registered in meson as the suite "large" (about 2 GiB of memory and a
+ * minute): tools/test.sh runs it in the release build only, not under the
  * sanitizers.
  *
  * What it proves: with count = 2^32 + 1000, indices, bit positions and
