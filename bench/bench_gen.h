@@ -102,9 +102,9 @@ static inline size_t bench_lower_bound(const uint64_t *x, size_t n,
 /*
  * The checksum a workload's timed loop must reproduce, computed from the
  * plain array (x[0..n), the q random indices and targets): the sum of the
- * elements read, plus for next_geq the indices found; for build and
- * validate, n (they succeeded). Both bench_ef and its
- * sdsl peer check against it. Returns 0 for an unknown workload.
+ * elements read (every element, for access-seq, iterate and any other
+ * name), plus for next_geq the indices found; for build and validate, n
+ * (they succeeded). Both bench_ef and its sdsl peer check against it.
  */
 static inline uint64_t bench_ef_expected(const char *workload,
                                          const uint64_t *x, size_t n,

@@ -343,12 +343,15 @@ def summarize(rows, baseline=None, out=sys.stdout):
         print("no measured rows", file=out)
         return
 
+    # (workload, variant, metric, unit) -> process -> its median
+    proc_medians = {key: {p: statistics.median(v) for p, v in procs.items()}
+                    for key, procs in per_process.items()}
     stats = {}
-    for key, procs in per_process.items():
-        medians = [statistics.median(v) for v in procs.values()]
+    for key, procs in proc_medians.items():
+        medians = list(procs.values())
         stats[key] = (statistics.median(medians), min(medians),
                       max(medians), len(medians))
-    paired = paired_ratios(per_process, baseline) if baseline else {}
+    paired = paired_ratios(proc_medians, baseline) if baseline else {}
     nproc = len({(r["workload"], r["variant"], r["process"]) for r in rows})
     print(f"{', '.join(benches)}: {nproc} processes, {measured} measured "
           f"rows, {warmups} warm-up rows excluded. Median of process "
@@ -398,7 +401,7 @@ def summarize(rows, baseline=None, out=sys.stdout):
               file=out)
 
 
-def paired_ratios(per_process, baseline):
+def paired_ratios(proc_medians, baseline):
     """(workload, variant, metric, unit) -> (median, min, max) of the
     per-round ratios of the variant's process median to the baseline's.
     Processes are numbered in the order they ran; a workload's rounds are
@@ -406,14 +409,12 @@ def paired_ratios(per_process, baseline):
     process of a variant and the i-th of the baseline (by number) belong
     to the same round."""
     out = {}
-    for (w, v, metric, unit), procs in per_process.items():
-        base = per_process.get((w, baseline, metric, unit))
+    for (w, v, metric, unit), procs in proc_medians.items():
+        base = proc_medians.get((w, baseline, metric, unit))
         if v == baseline or not base or len(base) != len(procs):
             continue
-        mine = [statistics.median(procs[p])
-                for p in sorted(procs, key=int)]
-        theirs = [statistics.median(base[p])
-                  for p in sorted(base, key=int)]
+        mine = [procs[p] for p in sorted(procs, key=int)]
+        theirs = [base[p] for p in sorted(base, key=int)]
         ratios = [a / b for a, b in zip(mine, theirs) if b != 0]
         if ratios:
             out[(w, v, metric, unit)] = (statistics.median(ratios),
