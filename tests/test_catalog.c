@@ -32,7 +32,13 @@
  *     named segment opens and verifies; the composed view of the named
  *     segments (newest binding wins) equals an oracle computed from the
  *     newest source segment the catalog covers; and no temporary file
- *     remains.
+ *     remains;
+ *   - no room to publish: on a full tmpfs, a merge whose output fits but
+ *     whose catalog file does not (ENOSPC after replace() marked its
+ *     inputs), and one whose output does not fit, both fail naming the
+ *     file and the error, and leave the directory listing, the catalog
+ *     (in memory and reopened) and its segments as they were; with room
+ *     the same merge then publishes.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -41,6 +47,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -50,7 +57,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1464,6 +1473,351 @@ static void test_crash_merge_publish(void **state)
 	CHECK(publications >= CRASH_ROUNDS, "the child made progress");
 }
 
+/* ---- no room to publish -------------------------------------------------
+ *
+ * A merge whose output fits on a full filesystem while the catalog's next
+ * file does not: in a forked child, in a private mount namespace, a tmpfs
+ * on the directory holds three sources and their catalog, and a filler
+ * file leaves `room` bytes free. The merge of the three (as the crash
+ * test's, with the writer's publish hook calling replace() with
+ * unlink_inputs) writes its output; replace() marks the inputs, then
+ * cannot write the catalog (ENOSPC). What must hold: the call fails with a
+ * message naming the catalog and the error; the directory lists exactly
+ * what it listed before (no output under either name, no mark, no
+ * temporary); the catalog, in memory and reopened, is the old generation
+ * naming the same segments, which verify; and with the filler gone the
+ * same merge publishes the next generation. The room tried is first one
+ * page less than the output's: the output itself fails, naming itself, and
+ * must change nothing either. Then the output's pages plus 0, 1, 2 ...: the
+ * first room that lets the output through must fail at the catalog.
+ */
+typedef struct nospace_result {
+	int skipped;   /* 1: mounting is not permitted (why) */
+	char why[240]; /* skip reason, or a setup failure */
+	kvs_status st; /* the merge and publication with the filler */
+	kvs_error err;
+	uint64_t gen_before, gen_after, gen_reopened, gen_final;
+	int listing_same;  /* the directory lists what it listed before */
+	char listing[512]; /* otherwise: what it lists now */
+	int names_same;    /* reopened, the catalog names the same inputs */
+	int inputs_verify; /* they open and verify */
+	unsigned temporaries;
+	kvs_status st_final; /* the same merge without the filler */
+	kvs_error err_final;
+	size_t count_final; /* segments the final catalog names */
+	int final_verify;   /* which open and verify */
+	long long out_bytes, room;
+} nospace_result;
+
+typedef struct ns_pub {
+	kvs_catalog *c;
+	uint64_t gen;
+	const char **names;
+	size_t n;
+	const char *out;
+} ns_pub;
+
+static kvs_status ns_publish(void *ctx, const char *path, kvs_error *err)
+{
+	ns_pub *p = ctx;
+	(void)path;
+	return kvs_catalog_replace(p->c, p->gen, p->names, p->n, p->out, true,
+	                           err);
+}
+
+/* The names in dir (dot files too), sorted, one a line, into out. */
+static void ns_listing(const char *dir, char *out, size_t cap)
+{
+	struct dirent **list;
+	int n = scandir(dir, &list, NULL, alphasort);
+	size_t len = 0;
+	out[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		if (len < cap)
+			len += (size_t)snprintf(out + len, cap - len, "%s\n",
+			                        list[i]->d_name);
+		free(list[i]);
+	}
+	if (n >= 0)
+		free(list);
+}
+
+/* Merges every live segment of c into dir/out; in c's own directory the
+ * writer's hook publishes it. *bytes gets the output's size (-1 if none). */
+static kvs_status ns_merge(kvs_catalog *c, const char *dir, const char *out,
+                           long long *bytes, kvs_error *err)
+{
+	size_t n = kvs_catalog_count(c);
+	kvs_segment *in[8];
+	const char *names[8];
+	if (n == 0 || n > 8)
+		return kvs_error_set(err, KVS_E_INVAL, "%zu live segments", n);
+	kvs_status st = KVS_OK;
+	size_t opened = 0;
+	for (; opened < n && st == KVS_OK; opened++) {
+		char p[PATH_MAX];
+		names[opened] = kvs_catalog_entry_at(c, opened)->name;
+		path_join(p, kvs_catalog_dir(c), names[opened]);
+		st = kvs_segment_open(&in[opened], p, err);
+		if (st != KVS_OK)
+			break;
+	}
+	char path[PATH_MAX];
+	path_join(path, dir, out);
+	ns_pub pub = {c, kvs_catalog_generation(c), names, n, out};
+	kvs_merge_options mo = {0};
+	mo.output.sequence = newest_sequence(c) + 1;
+	mo.output.flags = KVS_WRITER_NO_SYNC;
+	if (strcmp(dir, kvs_catalog_dir(c)) == 0) {
+		mo.output.publish = ns_publish;
+		mo.output.publish_ctx = &pub;
+	}
+	mo.drop_tombstones = true; /* all live: includes the oldest */
+	mo.includes_oldest = true;
+	if (st == KVS_OK)
+		st = kvs_merge(in, n, path, &mo, NULL, err);
+	for (size_t i = 0; i < opened; i++)
+		kvs_segment_unref(in[i]);
+	struct stat sb;
+	*bytes =
+	    st == KVS_OK && stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
+	return st;
+}
+
+/* 1 if every segment c names opens and verifies. */
+static int ns_verify(const kvs_catalog *c)
+{
+	for (size_t i = 0; i < kvs_catalog_count(c); i++) {
+		char p[PATH_MAX];
+		kvs_error err = {0};
+		kvs_segment *seg;
+		path_join(p, kvs_catalog_dir(c),
+		          kvs_catalog_entry_at(c, i)->name);
+		if (kvs_segment_open(&seg, p, &err) != KVS_OK)
+			return 0;
+		kvs_status st = kvs_segment_verify(seg, &err);
+		kvs_segment_unref(seg);
+		if (st != KVS_OK)
+			return 0;
+	}
+	return 1;
+}
+
+/* The child: everything above on a 1 MiB tmpfs on dir, with `extra` pages
+ * of room past the output's (-1: one page too few); the results into fd. */
+static void __attribute__((noreturn))
+nospace_child(int fd, const char *dir, int extra)
+{
+	nospace_result res;
+	memset(&res, 0, sizeof res);
+	kvs_catalog *c = NULL;
+	kvs_error err = {0};
+	char names[3][16];
+	long page = sysconf(_SC_PAGESIZE);
+	if (unshare(CLONE_NEWNS) != 0) {
+		res.skipped = 1;
+		snprintf(res.why, sizeof res.why, "unshare(CLONE_NEWNS): %s",
+		         strerror(errno));
+		goto done;
+	}
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+	    mount("tmpfs", dir, "tmpfs", 0, "size=1m") != 0) {
+		res.skipped = 1;
+		snprintf(res.why, sizeof res.why,
+		         "mounting a tmpfs on %.150s: %s", dir,
+		         strerror(errno));
+		goto done;
+	}
+	if (kvs_catalog_open(&c, dir, &err) != KVS_OK) {
+		snprintf(res.why, sizeof res.why, "open: %.200s", err.message);
+		goto done;
+	}
+	for (unsigned i = 0; i < 3; i++) {
+		snprintf(names[i], sizeof names[i], "s%u", i + 1);
+		if (try_write_source(dir, names[i], i + 1, i + 1, &err) != 0 ||
+		    kvs_catalog_add(c, names[i], &err) != KVS_OK) {
+			snprintf(res.why, sizeof res.why, "source %u: %.200s",
+			         i + 1, err.message);
+			goto done;
+		}
+	}
+	/* the output's size: the same merge outside the tmpfs */
+	char trial[PATH_MAX];
+	snprintf(trial, sizeof trial, "nospace-trial-%d", (int)getpid());
+	if (ns_merge(c, g_tmp, trial, &res.out_bytes, &err) != KVS_OK) {
+		snprintf(res.why, sizeof res.why, "trial merge: %.200s",
+		         err.message);
+		goto done;
+	}
+	char tp[PATH_MAX];
+	path_join(tp, g_tmp, trial);
+	unlink(tp);
+
+	/* the filler: `room` bytes free */
+	res.room = ((res.out_bytes + page - 1) / page + extra) * page;
+	char fp[PATH_MAX];
+	path_join(fp, dir, "filler");
+	int ff = open(fp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	struct statvfs sv;
+	if (ff < 0 || statvfs(dir, &sv) != 0) {
+		snprintf(res.why, sizeof res.why, "filler: %s",
+		         strerror(errno));
+		goto done;
+	}
+	long long fill =
+	    (long long)sv.f_bavail * (long long)sv.f_frsize - res.room;
+	static uint8_t zeros[65536];
+	while (fill > 0) {
+		ssize_t w =
+		    write(ff, zeros,
+		          fill < (long long)sizeof zeros ? (size_t)fill
+		                                         : sizeof zeros);
+		if (w <= 0)
+			break;
+		fill -= w;
+	}
+	close(ff);
+	if (fill != 0 || statvfs(dir, &sv) != 0 ||
+	    (long long)sv.f_bavail * (long long)sv.f_frsize != res.room) {
+		snprintf(res.why, sizeof res.why,
+		         "the filler leaves %lld bytes, not %lld",
+		         (long long)sv.f_bavail * (long long)sv.f_frsize,
+		         res.room);
+		goto done;
+	}
+
+	char before[512], after[512];
+	ns_listing(dir, before, sizeof before);
+	res.gen_before = kvs_catalog_generation(c);
+	long long bytes;
+	res.st = ns_merge(c, dir, "merged", &bytes, &res.err);
+	res.gen_after = kvs_catalog_generation(c);
+	ns_listing(dir, after, sizeof after);
+	res.listing_same = strcmp(before, after) == 0;
+	snprintf(res.listing, sizeof res.listing, "%s", after);
+	res.temporaries = count_temporaries(dir, NULL, 0);
+	kvs_catalog *again = NULL;
+	if (kvs_catalog_open(&again, dir, &err) != KVS_OK) {
+		snprintf(res.why, sizeof res.why, "reopen: %.200s",
+		         err.message);
+		goto done;
+	}
+	res.gen_reopened = kvs_catalog_generation(again);
+	res.names_same = kvs_catalog_count(again) == 3;
+	for (unsigned i = 0; i < 3 && res.names_same; i++)
+		res.names_same =
+		    strcmp(kvs_catalog_entry_at(again, i)->name, names[i]) == 0;
+	res.inputs_verify = ns_verify(again);
+	kvs_catalog_close(again);
+
+	/* room again: the same merge publishes */
+	unlink(fp);
+	if (res.st != KVS_OK) {
+		res.st_final =
+		    ns_merge(c, dir, "merged", &bytes, &res.err_final);
+		res.gen_final = kvs_catalog_generation(c);
+		if (kvs_catalog_open(&again, dir, &err) == KVS_OK) {
+			res.count_final = kvs_catalog_count(again);
+			res.final_verify = ns_verify(again);
+			kvs_catalog_close(again);
+		}
+	}
+done:
+	if (c)
+		kvs_catalog_close(c);
+	umount2(dir, MNT_DETACH);
+	ssize_t w = write(fd, &res, sizeof res);
+	_exit(w == (ssize_t)sizeof res ? 0 : 3);
+}
+
+static void test_no_room_to_publish(void **state)
+{
+	(void)state;
+	g_seq = "a merge that fits, whose publication does not";
+	char dir[PATH_MAX];
+	make_subdir(dir, "nospace");
+	const char *enospc = strerror(ENOSPC);
+	bool at_catalog = false;
+	for (int extra = -1; extra < 4 && !at_catalog; extra++) {
+		int fds[2];
+		assert_int_equal(pipe(fds), 0);
+		fflush(NULL);
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			close(fds[0]);
+			nospace_child(fds[1], dir, extra);
+		}
+		close(fds[1]);
+		nospace_result res;
+		ssize_t got = read(fds[0], &res, sizeof res);
+		close(fds[0]);
+		int status = 0;
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		if (got != (ssize_t)sizeof res || !WIFEXITED(status) ||
+		    WEXITSTATUS(status) != 0)
+			FAILF("the child died (status 0x%x, read %zd)", status,
+			      got);
+		if (res.skipped) {
+			printf("[  SKIP    ] no room to publish needs a tmpfs "
+			       "mount: %s\n",
+			       res.why);
+			fflush(stdout);
+			skip();
+		}
+		if (res.why[0])
+			FAILF("room %+d pages: child: %s", extra, res.why);
+		if (res.st == KVS_OK)
+			FAILF("with %lld bytes of room for an output of %lld, "
+			      "the "
+			      "merge published: the output's room was room for "
+			      "the catalog's next file too",
+			      res.room, res.out_bytes);
+		EXPECT_ERR(res.st, res.err, "unreachable");
+		EXPECT_ST(res.st, KVS_E_IO, "\"%s\"", res.err.message);
+		if (strstr(res.err.message, enospc) == NULL)
+			FAILF("room %+d pages: the message \"%s\" does not say "
+			      "\"%s\"",
+			      extra, res.err.message, enospc);
+		at_catalog = strstr(res.err.message,
+		                    "/" KVS_CATALOG_FILE ": write of ") != NULL;
+		if (extra < 0 && strstr(res.err.message, "/merged: ") == NULL)
+			FAILF("with a page too few for the output, the failure "
+			      "\"%s\" does not name the output",
+			      res.err.message);
+		printf("[          ] %lld bytes of room for an output of %lld: "
+		       "\"%s\"\n",
+		       res.room, res.out_bytes, res.err.message);
+		/* nothing changed, wherever it failed */
+		if (!res.listing_same)
+			FAILF("room %+d pages: the directory lists\n%s", extra,
+			      res.listing);
+		EXPECT_U64(res.temporaries, 0, "room %+d pages: temporaries",
+		           extra);
+		EXPECT_U64(res.gen_after, res.gen_before,
+		           "room %+d pages: the handle's generation", extra);
+		EXPECT_U64(res.gen_reopened, res.gen_before,
+		           "room %+d pages: the reopened generation", extra);
+		CHECK(res.names_same,
+		      "room %+d pages: the reopened catalog names s1, s2, s3",
+		      extra);
+		CHECK(res.inputs_verify,
+		      "room %+d pages: the inputs open and verify", extra);
+		/* and with room the same merge publishes */
+		EXPECT_OK(res.st_final, res.err_final,
+		          "room %+d pages: the merge after the filler went",
+		          extra);
+		EXPECT_U64(res.gen_final, res.gen_before + 1,
+		           "room %+d pages: the final generation", extra);
+		EXPECT_U64(res.count_final, 1,
+		           "room %+d pages: segments after the merge", extra);
+		CHECK(res.final_verify,
+		      "room %+d pages: the merged segment verifies", extra);
+	}
+	CHECK(at_catalog, "no room tried failed at the catalog's file");
+	expect_dir_empty(dir, "the mount point after the children");
+}
+
 /* ---- a directory this process cannot write --------------------------------
  */
 
@@ -1652,6 +2006,7 @@ int main(int argc, char **argv)
 	    TEST(test_bad_segments),
 	    TEST(test_corrupt_catalog),
 	    TEST(test_crash_merge_publish),
+	    TEST(test_no_room_to_publish),
 	    TEST(test_read_only),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
