@@ -15,7 +15,9 @@
  *     order, an output that is live, missing or an input, bad names: all
  *     fail with a message, and after every failure the CATALOG file is
  *     unchanged; output NULL removes; unlink_inputs removes the files;
- *     reload sees another handle's publication;
+ *     reload sees another handle's publication; at generation 2^64 - 1
+ *     add and replace fail with KVS_E_OVERFLOW, and with the CATALOG
+ *     removed behind the handle with KVS_E_CORRUPT, the file unchanged;
  *   - recovery: orphaned temporaries of the catalog and of segment writers
  *     are removed by open (other dot files are not); a named segment that
  *     is missing, of another size, or with another header is KVS_E_CORRUPT
@@ -700,6 +702,78 @@ static void test_reload(void **state)
 	expect_catalog(b, 6, last, 3, "b after the second reload");
 	kvs_catalog_close(a);
 	kvs_catalog_close(b);
+}
+
+/*
+ * The generation's last values: a catalog at 2^64 - 2 publishes 2^64 - 1,
+ * and then add and replace fail with KVS_E_OVERFLOW naming the generation
+ * (the compare-and-swap would otherwise wrap to 0 and accept a stale
+ * generation), leaving the CATALOG file as it was. A CATALOG removed
+ * behind an open handle makes add and replace fail with KVS_E_CORRUPT
+ * naming it, not publish a catalog that forgets the directory's history;
+ * the next open scans the segment files anew.
+ */
+static void test_generation_limits(void **state)
+{
+	(void)state;
+	g_seq = "the generation's limits";
+	char dir[PATH_MAX], cat[PATH_MAX];
+	make_subdir(dir, "limits");
+	path_join(cat, dir, KVS_CATALOG_FILE);
+	write_segment(dir, "s1", 1);
+	write_segment(dir, "s2", 2);
+	write_segment(dir, "m", 2);
+	const char *one[] = {"s1"};
+	bytes b = ref_catalog(dir, UINT64_MAX - 1, one, 1);
+	spill(cat, b.d, b.len);
+	free(b.d);
+	kvs_catalog *c = open_ok(dir, "open at 2^64 - 2");
+	EXPECT_U64(kvs_catalog_generation(c), UINT64_MAX - 1, "opened");
+	kvs_error err = {0};
+	EXPECT_OK(kvs_catalog_add(c, "s2", &err), err, "add at 2^64 - 2");
+	const char *two[] = {"s1", "s2"};
+	expect_catalog(c, UINT64_MAX, two, 2, "after the last add");
+
+	size_t before_len;
+	uint8_t *before = slurp(cat, &before_len);
+	write_segment(dir, "s3", 3);
+	kvs_status st = kvs_catalog_add(c, "s3", &err);
+	EXPECT_ERR(st, err, "add at 2^64 - 1 succeeded");
+	EXPECT_ST(st, KVS_E_OVERFLOW, "add at 2^64 - 1: \"%s\"", err.message);
+	expect_mentions(&err, "generation", "add at 2^64 - 1");
+	st = kvs_catalog_replace(c, UINT64_MAX, two, 2, "m", false, &err);
+	EXPECT_ERR(st, err, "replace at 2^64 - 1 succeeded");
+	EXPECT_ST(st, KVS_E_OVERFLOW, "replace at 2^64 - 1: \"%s\"",
+	          err.message);
+	expect_mentions(&err, "generation", "replace at 2^64 - 1");
+	size_t after_len;
+	uint8_t *after = slurp(cat, &after_len);
+	CHECK(after_len == before_len && !memcmp(after, before, after_len),
+	      "the CATALOG file changed");
+	free(after);
+	free(before);
+	expect_catalog(c, UINT64_MAX, two, 2, "after the refusals");
+	EXPECT_U64(count_temporaries(dir, NULL, 0), 0, "temporaries");
+
+	/* the CATALOG removed behind the handle */
+	assert_int_equal(unlink(cat), 0);
+	st = kvs_catalog_add(c, "s3", &err);
+	EXPECT_ERR(st, err, "add without a CATALOG succeeded");
+	EXPECT_ST(st, KVS_E_CORRUPT, "add without a CATALOG: \"%s\"",
+	          err.message);
+	expect_mentions(&err, KVS_CATALOG_FILE, "add without a CATALOG");
+	st = kvs_catalog_replace(c, UINT64_MAX, two, 2, "m", false, &err);
+	EXPECT_ERR(st, err, "replace without a CATALOG succeeded");
+	EXPECT_ST(st, KVS_E_CORRUPT, "replace without a CATALOG: \"%s\"",
+	          err.message);
+	CHECK(!exists(dir, KVS_CATALOG_FILE), "a CATALOG reappeared");
+	kvs_catalog_close(c);
+	/* open scans: s1, s2, s3 and m (sequences 1, 2, 2, 3: by sequence,
+	 * then name) */
+	c = open_ok(dir, "open after the removal");
+	const char *all[] = {"s1", "m", "s2", "s3"};
+	expect_catalog(c, 1, all, 4, "the scan");
+	kvs_catalog_close(c);
 }
 
 /* ---- recovery ------------------------------------------------------------ */
@@ -2001,6 +2075,7 @@ int main(int argc, char **argv)
 	    TEST(test_replace),
 	    TEST(test_remove_and_unlink),
 	    TEST(test_reload),
+	    TEST(test_generation_limits),
 	    TEST(test_temporaries),
 	    TEST(test_unpublished),
 	    TEST(test_bad_segments),
