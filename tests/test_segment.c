@@ -24,7 +24,9 @@
  *   - the writer refuses out-of-order and duplicate keys (KVS_E_ORDER,
  *     naming the record's index), partial bytes in the byte profile,
  *     tombstones in raw framing, over-long keys, lengths a fixed-width code
- *     cannot hold, bad options and codes; an unfinished or failed writer
+ *     cannot hold, bad options and codes, unknown kinds, keys and values
+ *     past the limits (up to SIZE_MAX bytes, refused before a byte is
+ *     read) and NULL buffers with a length; an unfinished or failed writer
  *     leaves nothing in its directory, a finished one only its file;
  *     messages of calls given a path start with it;
  *   - cursors: seek (lower bound), lookup (found flag), next and
@@ -1867,6 +1869,63 @@ static void finish_expect(const char *path, const recset *rs,
 	free(got);
 }
 
+/*
+ * A call that breaks kvs_writer_add's contract after three good records: an
+ * unknown kind, a key or value past the limits, a NULL buffer with a
+ * length. It fails with `want` and a message that starts with the path,
+ * names the record and says `says`, before any byte of the buffers is
+ * read; the writer accepts nothing more, finish fails, and no file is left.
+ */
+typedef struct misuse {
+	const char *what, *says;
+	kvs_status want;
+	bool bytes; /* through kvs_writer_add_bytes: key_len = bits */
+	const void *key;
+	uint64_t bits;
+	kvs_kind kind;
+	const void *value;
+	size_t value_len;
+} misuse;
+
+static void expect_misuse_refused(const char *dir, const kvs_writer_options *o,
+                                  const recset *rs, const misuse *m)
+{
+	char p[PATH_MAX];
+	path_join(p, dir, "misuse.kvseg");
+	kvs_writer *w = NULL;
+	kvs_error err;
+	memset(&err, 0, sizeof err);
+	EXPECT_ST(kvs_writer_open(&w, p, o, &err), KVS_OK, "%s: open: %s",
+	          m->what, err.message);
+	size_t at;
+	EXPECT_ST(add_records(w, rs, 0, 3, &err, &at), KVS_OK,
+	          "%s: record %zu: %s", m->what, at, err.message);
+	memset(&err, 0, sizeof err);
+	kvs_status st =
+	    m->bytes ? kvs_writer_add_bytes(w, m->key, (size_t)m->bits, m->kind,
+	                                    m->value, m->value_len, &err)
+	             : kvs_writer_add(w, m->key, m->bits, m->kind, m->value,
+	                              m->value_len, &err);
+	EXPECT_ERR(st, err, "%s: accepted", m->what);
+	EXPECT_ST(st, m->want, "%s: \"%s\"", m->what, err.message);
+	expect_path_first(&err, p, m->what);
+	if (!strstr(err.message, "record 3") || !strstr(err.message, m->says))
+		FAILF("%s: the message \"%s\" does not say \"record 3\" and "
+		      "\"%s\"",
+		      m->what, err.message, m->says);
+	st = kvs_writer_add(w, "\xFF\xFF\xFF\xFF", 32, KVS_KIND_VALUE, NULL, 0,
+	                    &err);
+	if (st == KVS_OK)
+		FAILF("%s: an add after the refusal succeeded", m->what);
+	memset(&err, 0, sizeof err);
+	st = kvs_writer_finish(w, &err);
+	EXPECT_ERR(st, err, "%s: finish after the refusal succeeded", m->what);
+	if (access(p, F_OK) == 0)
+		FAILF("%s: %s exists after a failed finish", m->what, p);
+	kvs_writer_free(w);
+	expect_dir_empty(dir, m->what);
+}
+
 static void test_writer_errors(void **state)
 {
 	(void)state;
@@ -1927,6 +1986,31 @@ static void test_writer_errors(void **state)
 			expect_add_refused(dir, &o, &rs, 3, k, 128,
 			                   KVS_KIND_TOMBSTONE, KVS_OK, true,
 			                   g_case);
+		}
+
+		static const uint8_t ff[4] = {0xFF, 0xFF, 0xFF, 0xFF};
+		const misuse misuses[] = {
+		    {"an unknown kind", "unknown kind", KVS_E_INVAL, false, ff,
+		     32, (kvs_kind)7, "v", 1},
+		    {"a key of 2^23 + 8 bits", "longer than", KVS_E_RANGE,
+		     false, ff, KVS_MAX_KEY_BITS + 8, KVS_KIND_VALUE, "v", 1},
+		    {"a key of 2^20 + 1 bytes (add_bytes)", "longer than",
+		     KVS_E_RANGE, true, ff, KVS_MAX_KEY_BITS / 8 + 1,
+		     KVS_KIND_VALUE, "v", 1},
+		    {"a key of SIZE_MAX bytes (add_bytes)", "longer than",
+		     KVS_E_RANGE, true, ff, SIZE_MAX, KVS_KIND_VALUE, "v", 1},
+		    {"a value of 2^40 + 1 bytes", "too long", KVS_E_RANGE,
+		     false, ff, 32, KVS_KIND_VALUE, "v",
+		     (size_t)KVS_MAX_VALUE_LEN + 1},
+		    {"a NULL key of 32 bits", "NULL key", KVS_E_INVAL, false,
+		     NULL, 32, KVS_KIND_VALUE, "v", 1},
+		    {"a NULL value of 5 bytes", "NULL value", KVS_E_INVAL,
+		     false, ff, 32, KVS_KIND_VALUE, NULL, 5},
+		};
+		for (size_t i = 0; i < sizeof misuses / sizeof misuses[0];
+		     i++) {
+			set_case("%s at record 3", misuses[i].what);
+			expect_misuse_refused(dir, &o, &rs, &misuses[i]);
 		}
 
 		/* Freed without finish: nothing at the path, no temp file. */

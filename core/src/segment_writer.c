@@ -401,8 +401,12 @@ static kvs_status refuse(kvs_writer *w, const void *key, uint64_t key_bits,
 		         value_len);
 		return seg_writer_fail(w, err, KVS_E_RANGE, "%s: %s", detail);
 	}
-	if ((key_bits && !key) || (value_len && !value))
-		return seg_writer_fail(w, err, KVS_E_INVAL, "%s: %s", "NULL key or value");
+	if ((key_bits && !key) || (value_len && !value)) {
+		snprintf(detail, sizeof detail,
+		         "record %llu: a NULL %s of nonzero length", idx,
+		         key_bits && !key ? "key" : "value");
+		return seg_writer_fail(w, err, KVS_E_INVAL, "%s: %s", detail);
+	}
 	return KVS_OK;
 }
 
@@ -512,8 +516,14 @@ kvs_status kvs_writer_add_bytes(kvs_writer *w, const void *key,
                                 const void *value, size_t value_len,
                                 kvs_error *err)
 {
-	if (key_len > KVS_MAX_KEY_BITS / 8)
-		return seg_writer_fail(w, err, KVS_E_RANGE, "%s: %s", "key too long");
+	if (key_len > KVS_MAX_KEY_BITS / 8) { /* key_len * 8 may overflow */
+		char detail[160];
+		snprintf(detail, sizeof detail,
+		         "record %llu: key of %zu bytes is longer than %llu",
+		         (unsigned long long)w->records, key_len,
+		         (unsigned long long)(KVS_MAX_KEY_BITS / 8));
+		return seg_writer_fail(w, err, KVS_E_RANGE, "%s: %s", detail);
+	}
 	return kvs_writer_add(w, key, (uint64_t)key_len * 8, kind, value,
 	                      value_len, err);
 }
