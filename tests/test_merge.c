@@ -32,10 +32,12 @@
  *     tombstones a strong delete removes;
  *   - progress: done never decreases, never exceeds total, total is the
  *     number of input records, and a large merge reports from its middle;
+ *   - no options (NULL): the writer's defaults, byte for byte;
  *   - errors (KVS_E_INVAL with a message, nothing left in the output
  *     directory): raw output while tombstones would remain, a strong delete
- *     without includes_oldest, n == 0, unknown output profile, framing or
- *     codes (all before any work: no progress call), an out-of-range K
+ *     without includes_oldest, n == 0, a NULL input, unknown output
+ *     profile, framing or codes (all before any work: no progress call),
+ *     an out-of-range K
  *     (any error), bit keys that are not whole bytes into a
  *     byte-profile output (found during the merge); a missing output
  *     directory (KVS_E_IO); cancel from the progress callback at its first,
@@ -1625,6 +1627,32 @@ static void test_errors(void **state)
 		expect_refused_upfront(segs, 0, out_dir, &mo, g_case);
 		set_case("n == 0, inputs NULL");
 		expect_refused_upfront(NULL, 0, out_dir, &mo, g_case);
+		set_case("input 1 NULL");
+		{
+			kvs_segment *holed[3] = {segs[0], NULL, segs[2]};
+			expect_refused_upfront(holed, 3, out_dir, &mo, g_case);
+		}
+		set_case("no options: the defaults");
+		{
+			/* in1 and in2 have no tombstone: a typed byte-profile
+			 * output with the writer's defaults, newest wins */
+			oracle o;
+			oracle_merge(in + 1, 2, false, &o);
+			char got[PATH_MAX], want[PATH_MAX];
+			path_join(got, out_dir, "defaults.kvseg");
+			path_join(want, base, "defaults-want.kvseg");
+			kvs_writer_options wo;
+			memset(&wo, 0, sizeof wo);
+			write_recs(want, &o.out, &wo);
+			kvs_error err = {0};
+			kvs_status st =
+			    kvs_merge(segs + 1, 2, got, NULL, NULL, &err);
+			EXPECT_ST(st, KVS_OK, "%s: %s", g_case, err.message);
+			expect_same_file(got, want, g_case);
+			recs_free(&o.out, false);
+			assert_int_equal(unlink(got), 0);
+			assert_int_equal(unlink(want), 0);
+		}
 		set_case("no output path");
 		{
 			kvs_error err = {0};
