@@ -1252,7 +1252,8 @@ static uint64_t newest_sequence(const kvs_catalog *c)
 }
 
 /* The merge's publication, as the writer's publish hook: replace() while
- * the output has both its name and its locked temporary one. */
+ * the output has both its name and its locked temporary one. fd: where
+ * the crash child reports, or -1. */
 typedef struct crash_pub {
 	kvs_catalog *c;
 	int fd;
@@ -1266,7 +1267,8 @@ static kvs_status crash_publish(void *ctx, const char *path, kvs_error *err)
 {
 	crash_pub *p = ctx;
 	(void)path;
-	say(p->fd, 'R', p->gen);
+	if (p->fd >= 0) /* the crash child reports the step */
+		say(p->fd, 'R', p->gen);
 	return kvs_catalog_replace(p->c, p->gen, p->names, p->n, p->out, true,
 	                           err);
 }
@@ -1583,22 +1585,6 @@ typedef struct nospace_result {
 	long long out_bytes, room;
 } nospace_result;
 
-typedef struct ns_pub {
-	kvs_catalog *c;
-	uint64_t gen;
-	const char **names;
-	size_t n;
-	const char *out;
-} ns_pub;
-
-static kvs_status ns_publish(void *ctx, const char *path, kvs_error *err)
-{
-	ns_pub *p = ctx;
-	(void)path;
-	return kvs_catalog_replace(p->c, p->gen, p->names, p->n, p->out, true,
-	                           err);
-}
-
 /* The names in dir (dot files too), sorted, one a line, into out. */
 static void ns_listing(const char *dir, char *out, size_t cap)
 {
@@ -1638,12 +1624,12 @@ static kvs_status ns_merge(kvs_catalog *c, const char *dir, const char *out,
 	}
 	char path[PATH_MAX];
 	path_join(path, dir, out);
-	ns_pub pub = {c, kvs_catalog_generation(c), names, n, out};
+	crash_pub pub = {c, -1, kvs_catalog_generation(c), names, n, out};
 	kvs_merge_options mo = {0};
 	mo.output.sequence = newest_sequence(c) + 1;
 	mo.output.flags = KVS_WRITER_NO_SYNC;
 	if (strcmp(dir, kvs_catalog_dir(c)) == 0) {
-		mo.output.publish = ns_publish;
+		mo.output.publish = crash_publish;
 		mo.output.publish_ctx = &pub;
 	}
 	mo.drop_tombstones = true; /* all live: includes the oldest */
