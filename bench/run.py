@@ -343,9 +343,7 @@ def summarize(rows, baseline=None, out=sys.stdout):
         print("no measured rows", file=out)
         return
 
-    # (workload, variant, metric, unit) -> process -> its median
-    proc_medians = {key: {p: statistics.median(v) for p, v in procs.items()}
-                    for key, procs in per_process.items()}
+    proc_medians = process_medians(per_process)
     stats = {}
     for key, procs in proc_medians.items():
         medians = list(procs.values())
@@ -399,6 +397,119 @@ def summarize(rows, baseline=None, out=sys.stdout):
               f"run back to back, so a slow spell of the machine "
               f"affects both).",
               file=out)
+
+
+def process_medians(per_process):
+    """(workload, variant, metric, unit) -> process -> its median."""
+    return {key: {p: statistics.median(v) for p, v in procs.items()}
+            for key, procs in per_process.items()}
+
+
+def measured_medians(rows):
+    """process_medians of the measured (not warm-up) rows."""
+    per_process = {}
+    for r in rows:
+        if r["warmup"] != "1":
+            key = (r["workload"], r["variant"], r["metric"], r["unit"])
+            per_process.setdefault(key, {}).setdefault(r["process"], []) \
+                .append(float(r["value"]))
+    return process_medians(per_process)
+
+
+# The targets of the issues, as bench/README.md states them.
+MERGE_MODES = ("typed-byte", "raw-byte", "typed-bit", "raw-bit")
+MERGE_FASTER_THAN_LEVELDB = 5.0  # every row, every mode
+MERGE_FF16_BYTE_PER_FLOOR = 3.0  # FF16 rows, byte modes
+MERGE_BIT_PER_BYTE = 2.0         # each bit mode against its byte mode
+CODES_MAX_NS = 3.0               # each of seed 001's count workloads
+CODES_WORKLOADS = ("eg0-small", "eg0-wide", "eg3", "g7")
+
+
+def targets(rows, out=sys.stdout):
+    """Prints each target of the merge or count benchmark against the
+    rows, a cell with * where it is missed; returns the number missed.
+    Merge ratios are paired (see summarize), so both variants must have
+    run in the same rounds."""
+    pm = measured_medians(rows)
+    bench = rows[0]["bench"] if rows else ""
+    workloads = list(dict.fromkeys(r["workload"] for r in rows))
+    missed = 0
+    table = []
+    if bench == "codes":
+        variants = list(dict.fromkeys(r["variant"] for r in rows))
+        table.append(["workload"] + [f"{v} (ns)" for v in variants])
+        for w in workloads:
+            line = [w]
+            for v in variants:
+                procs = pm.get((w, v, "decode", "ns/count"))
+                if not procs:
+                    line.append("-")
+                    continue
+                med = statistics.median(procs.values())
+                bad = w in CODES_WORKLOADS and med > CODES_MAX_NS
+                missed += bad
+                line.append(f"{fmt(med)}{'*' if bad else ''}")
+            table.append(line)
+        note = (f"target: {', '.join(CODES_WORKLOADS)} at most "
+                f"{CODES_MAX_NS:g} ns per count (median of process "
+                f"medians); other workloads are shown, not judged")
+    elif bench == "merge":
+        vs_leveldb = paired_ratios(pm, "leveldb")
+        vs_floor = paired_ratios(pm, "floor")
+        vs_byte = {b: paired_ratios(pm, b)
+                   for b in ("typed-byte", "raw-byte")}
+        table.append(["workload"] + [f"leveldb/{m}" for m in MERGE_MODES] +
+                     ["typed-byte/floor", "raw-byte/floor",
+                      "typed-bit/byte", "raw-bit/byte"])
+
+        def cell(ratio, limit, above_fails):
+            nonlocal missed
+            if ratio is None:
+                return "-"
+            bad = ratio > limit if above_fails else ratio < limit
+            missed += bad
+            return f"{ratio:.2f}{'*' if bad else ''}"
+
+        for w in workloads:
+            line = [w]
+            for m in MERGE_MODES:
+                pr = vs_leveldb.get((w, m, "time", rows_unit(rows, w)))
+                line.append(cell(1 / pr[0] if pr else None,
+                                 MERGE_FASTER_THAN_LEVELDB, False))
+            ff16 = "-ff16-" in w
+            for m in ("typed-byte", "raw-byte"):
+                pr = vs_floor.get((w, m, "time", rows_unit(rows, w)))
+                line.append(cell(pr[0] if pr and ff16 else None,
+                                 MERGE_FF16_BYTE_PER_FLOOR, True))
+            for bit, byte in (("typed-bit", "typed-byte"),
+                              ("raw-bit", "raw-byte")):
+                pr = vs_byte[byte].get((w, bit, "time", rows_unit(rows, w)))
+                line.append(cell(pr[0] if pr else None, MERGE_BIT_PER_BYTE,
+                                 True))
+            table.append(line)
+        note = (f"targets: leveldb/MODE (LevelDB's time over the mode's) at "
+                f"least {MERGE_FASTER_THAN_LEVELDB:g} on every row; on the "
+                f"FF16 rows BYTE/floor at most "
+                f"{MERGE_FF16_BYTE_PER_FLOOR:g}; BIT/byte at most "
+                f"{MERGE_BIT_PER_BYTE:g}. Each cell is the paired ratio "
+                f"(median over rounds); - where a variant did not run")
+    else:
+        die(f"no targets are known for the '{bench}' benchmark "
+            f"(merge and codes have them)")
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        print("  ".join(c.ljust(wd) for c, wd in zip(row, widths)).rstrip(),
+              file=out)
+    print(f"{note}; * missed: {missed}.", file=out)
+    return missed
+
+
+def rows_unit(rows, workload):
+    """The unit of a workload's time rows."""
+    for r in rows:
+        if r["workload"] == workload and r["metric"] == "time":
+            return r["unit"]
+    return ""
 
 
 def paired_ratios(proc_medians, baseline):
@@ -462,6 +573,10 @@ def main():
                     help="print the schedule and exit")
     ap.add_argument("--summarize", type=Path, metavar="CSV",
                     help="only print the summary of an existing CSV")
+    ap.add_argument("--targets", type=Path, metavar="CSV",
+                    help="only check an existing merge or codes CSV "
+                         "against the issues' targets (exit status 1 if "
+                         "any is missed)")
     args = ap.parse_args()
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under | head
     try:
@@ -469,6 +584,8 @@ def main():
     except AttributeError:
         pass
 
+    if args.targets:
+        sys.exit(1 if targets(read_csv(args.targets)) else 0)
     if args.summarize:
         rows = read_csv(args.summarize)
         if args.baseline and args.baseline not in {r["variant"]

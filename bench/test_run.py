@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Tests of run.py's summaries against hand-computed answers: the paired
+ratio and the targets report (--targets), on CSVs made here."""
+import csv
+import io
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run  # noqa: E402
+
+
+def rows_of(bench, metric, unit, table):
+    """table: (workload, variant, [process medians in round order]).
+    Processes are numbered as run.py numbers them: round by round, each
+    round one process of every variant. Each process gets two measured
+    rows around its median and one warm-up row far off, which must be
+    ignored."""
+    rounds = max(len(v) for _, _, v in table)
+    out, process = [], 0
+    workloads = list(dict.fromkeys(w for w, _, _ in table))
+    for w in workloads:
+        for rnd in range(rounds):
+            for tw, variant, medians in table:
+                if tw != w:
+                    continue
+                m = medians[rnd]
+                for it, (warm, value) in enumerate(
+                        ((1, 1000 * m), (0, m * 0.9), (0, m * 1.1))):
+                    out.append({"bench": bench, "workload": w,
+                                "variant": variant, "process": str(process),
+                                "iteration": str(it), "warmup": str(warm),
+                                "metric": metric, "value": repr(value),
+                                "unit": unit})
+                process += 1
+    return out
+
+
+class Targets(unittest.TestCase):
+    def check(self, rows):
+        out = io.StringIO()
+        missed = run.targets(rows, out)
+        return missed, out.getvalue()
+
+    def test_merge(self):
+        # round 2 is round 1 twice as slow: paired ratios are exact
+        base = {"leveldb": 10, "typed-byte": 1, "raw-byte": 1.6,
+                "typed-bit": 2.5, "raw-bit": 1.92, "floor": 0.5}
+        table = []
+        for w in ("grid-structured-ff16-4096", "grid-hash-fv-4096"):
+            for v, t in base.items():
+                table.append((w, v, [t, 2 * t]))
+        missed, text = self.check(rows_of("merge", "time", "ms/merge", table))
+        lines = text.splitlines()
+        ff16 = lines[1].split()
+        fv = lines[2].split()
+        # leveldb/MODE: 10, 6.25, 4 (missed), 5.21
+        self.assertEqual(ff16[1:5], ["10.00", "6.25", "4.00*", "5.21"])
+        # BYTE/floor on FF16: 2 (met), 3.2 (missed); not judged on FV
+        self.assertEqual(ff16[5:7], ["2.00", "3.20*"])
+        self.assertEqual(fv[5:7], ["-", "-"])
+        # BIT/byte: 2.5 (missed), 1.2 (met)
+        self.assertEqual(ff16[7:9], ["2.50*", "1.20"])
+        self.assertEqual(fv[1:5], ["10.00", "6.25", "4.00*", "5.21"])
+        self.assertEqual(fv[7:9], ["2.50*", "1.20"])
+        self.assertEqual(missed, 3 + 2)
+        self.assertIn("* missed: 5.", lines[-1])
+
+    def test_merge_paired_cancels_a_slow_round(self):
+        # per round LevelDB takes 6, 6 and 4 times as long (paired median
+        # 6: met); the ratio of the medians would be 8 / 2 = 4 (missed)
+        table = [("grid-hash-ff16-4096", "leveldb", [6, 30, 8]),
+                 ("grid-hash-ff16-4096", "typed-byte", [1, 5, 2])]
+        missed, text = self.check(rows_of("merge", "time", "ms/merge", table))
+        self.assertEqual(text.splitlines()[1].split()[1], "6.00")
+        self.assertEqual(missed, 0)
+
+    def test_codes(self):
+        table = [("eg0-small", "kvseg-mv", [2.0, 2.9, 3.5]),   # median 2.9
+                 ("eg0-wide", "kvseg-mv", [3.2, 2.8, 3.1]),    # median 3.1
+                 ("g7-computed", "kvseg-mv", [5.0, 5.0, 5.0])]  # not judged
+        missed, text = self.check(rows_of("codes", "decode", "ns/count",
+                                          table))
+        lines = text.splitlines()
+        self.assertEqual(lines[1].split(), ["eg0-small", "2.900"])
+        self.assertEqual(lines[2].split(), ["eg0-wide", "3.100*"])
+        self.assertEqual(lines[3].split(), ["g7-computed", "5.000"])
+        self.assertEqual(missed, 1)
+
+    def test_cli_reads_a_csv_and_exits_1_on_a_miss(self):
+        rows = rows_of("codes", "decode", "ns/count",
+                       [("eg3", "kvseg", [4.0])])
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False,
+                                         newline="") as f:
+            w = csv.DictWriter(f, fieldnames=run.HEADER,
+                               lineterminator="\n")
+            w.writeheader()
+            w.writerows(rows)
+        try:
+            sys.argv = ["run.py", "--targets", f.name]
+            with self.assertRaises(SystemExit) as e:
+                run.main()
+            self.assertEqual(e.exception.code, 1)
+        finally:
+            os.unlink(f.name)
+
+
+if __name__ == "__main__":
+    unittest.main()
