@@ -47,7 +47,9 @@
  *     against a PROT_NONE page), always terminate, fail only with a status
  *     that leaves the cursor invalid, and whatever verify accepts is a
  *     consistent segment (sorted keys, the header's totals, lookups of its
- *     own keys).
+ *     own keys). Crafted restart fences, CRC32Cs fixed: a section of the
+ *     wrong length fails open; a skip one bit off the first and last keys'
+ *     common prefix, with every fence recomputed at it, fails verify.
  *
  * Oracle: an in-memory array of records sorted by ref_key_cmp, a bit-string
  * comparator written here (cross-checked against a bit-at-a-time one), its
@@ -3223,6 +3225,164 @@ static void store_le(uint8_t *p, unsigned width, uint64_t v)
 		p[k] = (uint8_t)(v >> (8 * k));
 }
 
+/*
+ * The restart fences (FORMAT.md §9), changed as a writer that got them
+ * wrong would have written them, CRC32Cs and all. A section of the wrong
+ * length fails open. A skip one bit past the first and last keys' common
+ * prefix, or one bit short of it, with every fence recomputed from the
+ * records at that skip (bit by bit, here) so that each fence agrees with
+ * its key: open accepts it (the skip is within the first key), and verify
+ * must refuse it, naming the skip. One bit past is the harmful case: the
+ * keys do not all share that prefix, which lookups assume.
+ */
+static uint64_t bits_lcp(const rec *a, const rec *b)
+{
+	uint64_t n = a->bits < b->bits ? a->bits : b->bits, i = 0;
+	while (i < n &&
+	       ((a->key[i / 8] ^ b->key[i / 8]) >> (7 - i % 8) & 1) == 0)
+		i++;
+	return i;
+}
+
+static uint32_t fence_at(const rec *r, uint64_t skip)
+{
+	uint32_t f = 0;
+	for (uint64_t b = skip; b < skip + 32; b++)
+		f = f << 1 |
+		    (b < r->bits ? (uint32_t)(r->key[b / 8] >> (7 - b % 8)) & 1
+		                 : 0);
+	return f;
+}
+
+static void expect_crafted(const uint8_t *f, size_t len, bool opens,
+                           const char *says, const char *what)
+{
+	kvs_segment *s = NULL;
+	kvs_error err;
+	memset(&err, 0, sizeof err);
+	kvs_status st = kvs_segment_open_memory(&s, f, len, &err);
+	if (!opens) {
+		EXPECT_ERR(st, err, "%s: open accepted it", what);
+	} else {
+		EXPECT_ST(st, KVS_OK, "%s: open: %s", what, err.message);
+		memset(&err, 0, sizeof err);
+		st = kvs_segment_verify(s, &err);
+		kvs_segment_unref(s);
+		EXPECT_ERR(st, err, "%s: verify accepted it", what);
+	}
+	EXPECT_ST(st, KVS_E_CORRUPT, "%s: \"%s\"", what, err.message);
+	if (strstr(err.message, says) == NULL)
+		FAILF("%s: the message \"%s\" does not say \"%s\"", what,
+		      err.message, says);
+}
+
+static void test_crafted_fences(void **state)
+{
+	(void)state;
+	test_rng r = test_rng_for(g_seed, 12);
+	char dir[PATH_MAX], p[PATH_MAX];
+	make_subdir(dir, "crafted_fences");
+	path_join(p, dir, "base.kvseg");
+	/* every mode, keys with a long shared prefix (structured) and with a
+	 * short one (random bits), none empty: the skip can move both ways */
+	static const gen_spec specs[2] = {
+	    {"structured", KEYS_STRUCTURED, VALS_SMALL, 0, 200, false},
+	    {"random bits", KEYS_RANDBITS, VALS_SMALL, 0, 200, false}};
+	base b[2 * NMODES];
+	size_t nb = 0;
+	for (size_t m = 0; m < NMODES; m++)
+		for (size_t g = 0; g < 2; g++) {
+			const mode *md = &MODES[m];
+			if (md->profile == KVS_PROFILE_BYTE &&
+			    specs[g].keys == KEYS_RANDBITS)
+				continue; /* whole bytes only */
+			base *x = &b[nb++];
+			x->name = specs[g].name;
+			rs_generate(&x->rs, &specs[g],
+			            md->framing == KVS_FRAMING_TYPED, &r);
+			x->o = make_opts(md, 4, 42);
+			write_ok(p, &x->rs, &x->o);
+			x->file = slurp(p, &x->len);
+			assert_int_equal(unlink(p), 0);
+		}
+	unsigned tried = 0;
+	for (size_t k = 0; k < nb; k++) {
+		const recset *rs = &b[k].rs;
+		const uint8_t *f = b[k].file;
+		uint64_t fence_off = 0, fence_len = 0;
+		size_t entry_at = 0; /* the fences' directory entry */
+		for (uint32_t j = 0; j < le32(f + 52); j++) {
+			size_t at = HEADER_BYTES + DIR_ENTRY_BYTES * (size_t)j;
+			if (le16(f + at) == 4) { /* restart fences */
+				entry_at = at;
+				fence_off = test_get_le64(f + at + 8);
+				fence_len = test_get_le64(f + at + 16);
+			}
+		}
+		if (rs->n < 2 || fence_len == 0)
+			continue;
+		for (size_t m = 0; m < NMODES; m++)
+			if (MODES[m].profile == b[k].o.profile &&
+			    MODES[m].framing == b[k].o.framing)
+				set_mode("%s", MODES[m].name);
+		set_case("%s", b[k].name);
+		uint64_t K = b[k].o.restart_interval;
+		uint64_t restarts = (rs->n + K - 1) / K;
+		EXPECT_U64(fence_len, 8 + 4 * restarts, "%s: the fence section",
+		           b[k].name);
+		uint64_t lcp = bits_lcp(&rs->r[0], &rs->r[rs->n - 1]);
+		EXPECT_U64(test_get_le64(f + fence_off), lcp,
+		           "%s: the writer's skip", b[k].name);
+
+		uint8_t *c = malloc(b[k].len);
+		assert_non_null(c);
+		memcpy(c, f, b[k].len);
+		/* the length: four bytes short, and the file with it (the
+		 * fences are the last section) */
+		EXPECT_U64(fence_off + fence_len, b[k].len,
+		           "%s: the fences end the file", b[k].name);
+		uint64_t shorter = fence_len - 4, file_len = b[k].len - 4;
+		for (unsigned i = 0; i < 8; i++) {
+			c[entry_at + 16 + i] = (uint8_t)(shorter >> (8 * i));
+			c[64 + i] = (uint8_t)(file_len >> (8 * i)); /* §5 */
+		}
+		fix_crcs(c, b[k].len - 4);
+		expect_crafted(c, b[k].len - 4, false,
+		               "restart fences have the wrong length",
+		               "fences 4 bytes short");
+		tried++;
+
+		/* the skip one bit past the common prefix, and one bit short */
+		for (int d = 1; d >= -1; d -= 2) {
+			if ((d < 0 && lcp == 0) ||
+			    (d > 0 && lcp + 1 > rs->r[0].bits))
+				continue;
+			uint64_t skip = lcp + (uint64_t)(int64_t)d;
+			memcpy(c, f, b[k].len);
+			for (unsigned i = 0; i < 8; i++)
+				c[fence_off + i] = (uint8_t)(skip >> (8 * i));
+			for (uint64_t j = 0; j < restarts; j++)
+				put_le32(c + fence_off + 8 + 4 * j,
+				         fence_at(&rs->r[j * K], skip));
+			fix_crcs(c, b[k].len);
+			char what[96];
+			snprintf(what, sizeof what,
+			         "skip %" PRIu64 " (the common prefix %+d), "
+			         "fences recomputed",
+			         skip, d);
+			expect_crafted(c, b[k].len, true,
+			               "the skip is not the common prefix",
+			               what);
+			tried++;
+		}
+		free(c);
+	}
+	printf("[ INFO     ] %u crafted fence sections refused\n", tried);
+	CHECK(tried >= 14, "only %u crafted files were tried", tried);
+	free_bases(b, nb);
+	g_mode = "";
+}
+
 /* Every header and directory field set to nearby and extreme values, with
  * the CRC32Cs recomputed: changed counts and totals must be refused by open
  * or verify; whatever the change, everything must stay safe. */
@@ -3612,11 +3772,11 @@ int main(int argc, char **argv)
 	    TEST(test_key_compare),      TEST(test_format_example),
 	    TEST(test_round_trip),       TEST(test_long_keys),
 	    TEST(test_code_specs),       TEST(test_custom_codes),
-	    TEST(test_long_codes),
-	    TEST(test_writer_errors),    TEST(test_cursor),
-	    TEST(test_misaligned),       TEST(test_threads),
-	    TEST(test_corrupt_envelope), TEST(test_corrupt_sections),
-	    TEST(test_corrupt_fields),   TEST(test_corrupt_random),
+	    TEST(test_long_codes),       TEST(test_writer_errors),
+	    TEST(test_cursor),           TEST(test_misaligned),
+	    TEST(test_threads),          TEST(test_corrupt_envelope),
+	    TEST(test_corrupt_sections), TEST(test_corrupt_fields),
+	    TEST(test_crafted_fences),   TEST(test_corrupt_random),
 	    TEST(test_truncate_extend),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
