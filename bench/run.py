@@ -427,22 +427,25 @@ CODES_WORKLOADS = ("eg0-small", "eg0-wide", "eg3", "g7")
 
 def targets(rows, out=sys.stdout):
     """Prints each target of the merge or count benchmark against the
-    rows, a cell with * where it is missed; returns the number missed.
+    rows, a cell with * where it is missed and - where the rows cannot
+    tell (a variant missing); returns the number missed or not checked.
     Merge ratios are paired (see summarize), so both variants must have
     run in the same rounds."""
     pm = measured_medians(rows)
     bench = rows[0]["bench"] if rows else ""
     workloads = list(dict.fromkeys(r["workload"] for r in rows))
-    missed = 0
+    missed = unchecked = 0
     table = []
     if bench == "codes":
         variants = list(dict.fromkeys(r["variant"] for r in rows))
+        workloads += [w for w in CODES_WORKLOADS if w not in workloads]
         table.append(["workload"] + [f"{v} (ns)" for v in variants])
         for w in workloads:
             line = [w]
             for v in variants:
                 procs = pm.get((w, v, "decode", "ns/count"))
                 if not procs:
+                    unchecked += w in CODES_WORKLOADS
                     line.append("-")
                     continue
                 med = statistics.median(procs.values())
@@ -463,8 +466,9 @@ def targets(rows, out=sys.stdout):
                       "typed-bit/byte", "raw-bit/byte"])
 
         def cell(ratio, limit, above_fails):
-            nonlocal missed
+            nonlocal missed, unchecked
             if ratio is None:
+                unchecked += 1
                 return "-"
             bad = ratio > limit if above_fails else ratio < limit
             missed += bad
@@ -476,11 +480,11 @@ def targets(rows, out=sys.stdout):
                 pr = vs_leveldb.get((w, m, "time", rows_unit(rows, w)))
                 line.append(cell(1 / pr[0] if pr else None,
                                  MERGE_FASTER_THAN_LEVELDB, False))
-            ff16 = "-ff16-" in w
             for m in ("typed-byte", "raw-byte"):
                 pr = vs_floor.get((w, m, "time", rows_unit(rows, w)))
-                line.append(cell(pr[0] if pr and ff16 else None,
-                                 MERGE_FF16_BYTE_PER_FLOOR, True))
+                line.append(cell(pr[0] if pr else None,
+                                 MERGE_FF16_BYTE_PER_FLOOR, True)
+                            if "-ff16-" in w else "n/a")
             for bit, byte in (("typed-bit", "typed-byte"),
                               ("raw-bit", "raw-byte")):
                 pr = vs_byte[byte].get((w, bit, "time", rows_unit(rows, w)))
@@ -491,8 +495,9 @@ def targets(rows, out=sys.stdout):
                 f"least {MERGE_FASTER_THAN_LEVELDB:g} on every row; on the "
                 f"FF16 rows BYTE/floor at most "
                 f"{MERGE_FF16_BYTE_PER_FLOOR:g}; BIT/byte at most "
-                f"{MERGE_BIT_PER_BYTE:g}. Each cell is the paired ratio "
-                f"(median over rounds); - where a variant did not run")
+                f"{MERGE_BIT_PER_BYTE:g}, on the workloads the CSV holds. "
+                f"Each cell is the paired ratio (median over rounds); n/a: "
+                f"no target")
     else:
         die(f"no targets are known for the '{bench}' benchmark "
             f"(merge and codes have them)")
@@ -500,8 +505,9 @@ def targets(rows, out=sys.stdout):
     for row in table:
         print("  ".join(c.ljust(wd) for c, wd in zip(row, widths)).rstrip(),
               file=out)
-    print(f"{note}; * missed: {missed}.", file=out)
-    return missed
+    print(f"{note}; * missed: {missed}; - not checked (a variant did not "
+          f"run): {unchecked}.", file=out)
+    return missed + unchecked
 
 
 def rows_unit(rows, workload):
@@ -576,7 +582,7 @@ def main():
     ap.add_argument("--targets", type=Path, metavar="CSV",
                     help="only check an existing merge or codes CSV "
                          "against the issues' targets (exit status 1 if "
-                         "any is missed)")
+                         "any is missed or cannot be checked)")
     args = ap.parse_args()
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under | head
     try:

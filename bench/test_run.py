@@ -60,13 +60,14 @@ class Targets(unittest.TestCase):
         self.assertEqual(ff16[1:5], ["10.00", "6.25", "4.00*", "5.21"])
         # BYTE/floor on FF16: 2 (met), 3.2 (missed); not judged on FV
         self.assertEqual(ff16[5:7], ["2.00", "3.20*"])
-        self.assertEqual(fv[5:7], ["-", "-"])
+        self.assertEqual(fv[5:7], ["n/a", "n/a"])
         # BIT/byte: 2.5 (missed), 1.2 (met)
         self.assertEqual(ff16[7:9], ["2.50*", "1.20"])
         self.assertEqual(fv[1:5], ["10.00", "6.25", "4.00*", "5.21"])
         self.assertEqual(fv[7:9], ["2.50*", "1.20"])
         self.assertEqual(missed, 3 + 2)
-        self.assertIn("* missed: 5.", lines[-1])
+        self.assertIn("* missed: 5; - not checked (a variant did not run): "
+                      "0.", lines[-1])
 
     def test_merge_paired_cancels_a_slow_round(self):
         # per round LevelDB takes 6, 6 and 4 times as long (paired median
@@ -74,8 +75,14 @@ class Targets(unittest.TestCase):
         table = [("grid-hash-ff16-4096", "leveldb", [6, 30, 8]),
                  ("grid-hash-ff16-4096", "typed-byte", [1, 5, 2])]
         missed, text = self.check(rows_of("merge", "time", "ms/merge", table))
-        self.assertEqual(text.splitlines()[1].split()[1], "6.00")
-        self.assertEqual(missed, 0)
+        line = text.splitlines()[1].split()
+        self.assertEqual(line[1], "6.00")
+        # the three other modes did not run: their cells and the floor's
+        # and bit/byte ones cannot be checked, and count as not met
+        self.assertEqual(line[2:], ["-"] * 7)
+        self.assertIn("* missed: 0; - not checked (a variant did not run): "
+                      "7.", text)
+        self.assertEqual(missed, 7)
 
     def test_codes(self):
         table = [("eg0-small", "kvseg-mv", [2.0, 2.9, 3.5]),   # median 2.9
@@ -87,7 +94,12 @@ class Targets(unittest.TestCase):
         self.assertEqual(lines[1].split(), ["eg0-small", "2.900"])
         self.assertEqual(lines[2].split(), ["eg0-wide", "3.100*"])
         self.assertEqual(lines[3].split(), ["g7-computed", "5.000"])
-        self.assertEqual(missed, 1)
+        self.assertEqual(lines[4].split(), ["eg3", "-"])
+        self.assertEqual(lines[5].split(), ["g7", "-"])
+        # eg3 and g7 did not run: not checked, counted with the miss
+        self.assertIn("* missed: 1; - not checked (a variant did not run): "
+                      "2.", lines[-1])
+        self.assertEqual(missed, 3)
 
     def test_cli_reads_a_csv_and_exits_1_on_a_miss(self):
         rows = rows_of("codes", "decode", "ns/count",
