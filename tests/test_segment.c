@@ -938,6 +938,17 @@ static void check_sort_meta(const uint8_t *sec, uint64_t sec_len,
 	EXPECT_U64(left, 0, "sort metadata: bytes after the last key");
 }
 
+/* Fence of x at skip (§9): bits [skip, skip + 32) of its key, bits past
+ * its end zero. */
+static uint32_t ref_fence(const rec *x, uint64_t skip)
+{
+	uint32_t f = 0;
+	for (uint64_t b = 0; b < 32; b++)
+		if (skip + b < x->bits && test_msb_bit_at(x->key, skip + b))
+			f |= (uint32_t)1 << (31 - b);
+	return f;
+}
+
 /* The fences (§9): skip, then bits [skip, skip + 32) of each restart key. */
 static void check_fences(const uint8_t *sec, uint64_t sec_len, const recset *rs,
                          uint32_t K)
@@ -952,12 +963,7 @@ static void check_fences(const uint8_t *sec, uint64_t sec_len, const recset *rs,
 	EXPECT_U64(test_get_le64(sec), skip, "restart fences: skip");
 	for (uint64_t j = 0; j < nr; j++) {
 		const rec *x = &rs->r[j * K];
-		uint32_t want = 0;
-		for (uint64_t b = 0; b < 32; b++)
-			if (skip + b < x->bits &&
-			    test_msb_bit_at(x->key, skip + b))
-				want |= (uint32_t)1 << (31 - b);
-		EXPECT_U64(le32(sec + 8 + 4 * j), want,
+		EXPECT_U64(le32(sec + 8 + 4 * j), ref_fence(x, skip),
 		           "restart fence %" PRIu64 " (key %s, skip %" PRIu64
 		           ")",
 		           j, hexkey(x->key, x->bits), skip);
@@ -3230,30 +3236,11 @@ static void store_le(uint8_t *p, unsigned width, uint64_t v)
  * wrong would have written them, CRC32Cs and all. A section of the wrong
  * length fails open. A skip one bit past the first and last keys' common
  * prefix, or one bit short of it, with every fence recomputed from the
- * records at that skip (bit by bit, here) so that each fence agrees with
- * its key: open accepts it (the skip is within the first key), and verify
+ * records at that skip (ref_fence) so that each fence agrees with its
+ * key: open accepts it (the skip is within the first key), and verify
  * must refuse it, naming the skip. One bit past is the harmful case: the
  * keys do not all share that prefix, which lookups assume.
  */
-static uint64_t bits_lcp(const rec *a, const rec *b)
-{
-	uint64_t n = a->bits < b->bits ? a->bits : b->bits, i = 0;
-	while (i < n &&
-	       ((a->key[i / 8] ^ b->key[i / 8]) >> (7 - i % 8) & 1) == 0)
-		i++;
-	return i;
-}
-
-static uint32_t fence_at(const rec *r, uint64_t skip)
-{
-	uint32_t f = 0;
-	for (uint64_t b = skip; b < skip + 32; b++)
-		f = f << 1 |
-		    (b < r->bits ? (uint32_t)(r->key[b / 8] >> (7 - b % 8)) & 1
-		                 : 0);
-	return f;
-}
-
 static void expect_crafted(const uint8_t *f, size_t len, bool opens,
                            const char *says, const char *what)
 {
@@ -3289,6 +3276,7 @@ static void test_crafted_fences(void **state)
 	    {"structured", KEYS_STRUCTURED, VALS_SMALL, 0, 200, false},
 	    {"random bits", KEYS_RANDBITS, VALS_SMALL, 0, 200, false}};
 	base b[2 * NMODES];
+	const mode *bm[2 * NMODES]; /* b's modes */
 	size_t nb = 0;
 	for (size_t m = 0; m < NMODES; m++)
 		for (size_t g = 0; g < 2; g++) {
@@ -3296,6 +3284,7 @@ static void test_crafted_fences(void **state)
 			if (md->profile == KVS_PROFILE_BYTE &&
 			    specs[g].keys == KEYS_RANDBITS)
 				continue; /* whole bytes only */
+			bm[nb] = md;
 			base *x = &b[nb++];
 			x->name = specs[g].name;
 			rs_generate(&x->rs, &specs[g],
@@ -3321,18 +3310,15 @@ static void test_crafted_fences(void **state)
 		}
 		if (rs->n < 2 || fence_len == 0)
 			continue;
-		for (size_t m = 0; m < NMODES; m++)
-			if (MODES[m].profile == b[k].o.profile &&
-			    MODES[m].framing == b[k].o.framing)
-				set_mode("%s", MODES[m].name);
+		set_mode("%s", bm[k]->name);
 		set_case("%s", b[k].name);
-		uint64_t K = b[k].o.restart_interval;
-		uint64_t restarts = (rs->n + K - 1) / K;
-		EXPECT_U64(fence_len, 8 + 4 * restarts, "%s: the fence section",
-		           b[k].name);
-		uint64_t lcp = bits_lcp(&rs->r[0], &rs->r[rs->n - 1]);
-		EXPECT_U64(test_get_le64(f + fence_off), lcp,
-		           "%s: the writer's skip", b[k].name);
+		uint32_t K = b[k].o.restart_interval;
+		uint64_t restarts = test_ceil_div(rs->n, K);
+		/* the writer's fences are right to begin with */
+		check_fences(f + fence_off, fence_len, rs, K);
+		const rec *first = &rs->r[0], *last = &rs->r[rs->n - 1];
+		uint64_t lcp = ref_lcp_bits(first->key, first->bits, last->key,
+		                            last->bits);
 
 		uint8_t *c = malloc(b[k].len);
 		assert_non_null(c);
@@ -3341,11 +3327,8 @@ static void test_crafted_fences(void **state)
 		 * fences are the last section) */
 		EXPECT_U64(fence_off + fence_len, b[k].len,
 		           "%s: the fences end the file", b[k].name);
-		uint64_t shorter = fence_len - 4, file_len = b[k].len - 4;
-		for (unsigned i = 0; i < 8; i++) {
-			c[entry_at + 16 + i] = (uint8_t)(shorter >> (8 * i));
-			c[64 + i] = (uint8_t)(file_len >> (8 * i)); /* §5 */
-		}
+		store_le(c + entry_at + 16, 8, fence_len - 4);
+		store_le(c + 64, 8, b[k].len - 4); /* the file length, §5 */
 		fix_crcs(c, b[k].len - 4);
 		expect_crafted(c, b[k].len - 4, false,
 		               "restart fences have the wrong length",
@@ -3359,11 +3342,10 @@ static void test_crafted_fences(void **state)
 				continue;
 			uint64_t skip = lcp + (uint64_t)(int64_t)d;
 			memcpy(c, f, b[k].len);
-			for (unsigned i = 0; i < 8; i++)
-				c[fence_off + i] = (uint8_t)(skip >> (8 * i));
+			store_le(c + fence_off, 8, skip);
 			for (uint64_t j = 0; j < restarts; j++)
-				put_le32(c + fence_off + 8 + 4 * j,
-				         fence_at(&rs->r[j * K], skip));
+				store_le(c + fence_off + 8 + 4 * j, 4,
+				         ref_fence(&rs->r[j * K], skip));
 			fix_crcs(c, b[k].len);
 			char what[96];
 			snprintf(what, sizeof what,
