@@ -7,6 +7,8 @@
  *    rand_bytes and put_be64;
  *  - files and directories: path_join, make_subdir (under g_tmp),
  *    dir_entries, expect_dir_empty, slurp and spit;
+ *  - children: child_tmpfs (a private tmpfs) and run_child (fork, then
+ *    read what the child found);
  *  - the run's temporary directory: tmpdir_setup(prog) creates g_tmp
  *    (under $TMPDIR, else /tmp), tmpdir_teardown() removes it and all
  *    below it.
@@ -24,8 +26,12 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -126,6 +132,62 @@ static inline void expect_dir_empty(const char *dir, const char *when)
 	if (n != 0)
 		FAILF("%s: %u entries left in %s (first: %s)", when, n, dir,
 		      first);
+}
+
+/* ---- a child on a small filesystem --------------------------------------- */
+
+/*
+ * For a forked child: a mount namespace of its own and a tmpfs of `size`
+ * (as mount's size=, "256k") on dir, gone when the child exits. 0, or -1
+ * with the reason in why where mounting is not permitted (the test then
+ * skips).
+ */
+static inline int child_tmpfs(const char *dir, const char *size, char *why,
+                              size_t why_cap)
+{
+	char opts[32];
+	snprintf(opts, sizeof opts, "size=%s", size);
+	if (unshare(CLONE_NEWNS) != 0)
+		snprintf(why, why_cap, "unshare(CLONE_NEWNS): %s",
+		         strerror(errno));
+	else if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+		snprintf(why, why_cap, "mount(/, MS_REC|MS_PRIVATE): %s",
+		         strerror(errno));
+	else if (mount("tmpfs", dir, "tmpfs", 0, opts) != 0)
+		snprintf(why, why_cap, "mount tmpfs on %.120s: %s", dir,
+		         strerror(errno));
+	else
+		return 0;
+	return -1;
+}
+
+/*
+ * Runs child(fd, ctx) in a forked process, which writes `size` bytes of
+ * its findings to fd and exits 0, and reads them into out. The test fails
+ * if the child dies or says less.
+ */
+static inline void run_child(void (*child)(int fd, const void *ctx),
+                             const void *ctx, void *out, size_t size)
+{
+	int fds[2];
+	assert_int_equal(pipe(fds), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(fds[0]);
+		child(fds[1], ctx);
+		_exit(3);
+	}
+	close(fds[1]);
+	memset(out, 0, size);
+	ssize_t got = read(fds[0], out, size);
+	close(fds[0]);
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (got != (ssize_t)size || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0)
+		FAILF("the child died (status 0x%x, read %zd)", status, got);
 }
 
 static inline uint8_t *slurp(const char *path, size_t *len)

@@ -49,7 +49,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
-#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1602,10 +1601,10 @@ static void ns_listing(const char *dir, char *out, size_t cap)
 		free(list);
 }
 
-/* Merges every live segment of c into dir/out; in c's own directory the
- * writer's hook publishes it. *bytes gets the output's size (-1 if none). */
+/* Merges every live segment of c into dir/out, published by the writer's
+ * hook when `publish`; *bytes gets the output's size (-1 if none). */
 static kvs_status ns_merge(kvs_catalog *c, const char *dir, const char *out,
-                           long long *bytes, kvs_error *err)
+                           bool publish, long long *bytes, kvs_error *err)
 {
 	size_t n = kvs_catalog_count(c);
 	kvs_segment *in[8];
@@ -1614,7 +1613,7 @@ static kvs_status ns_merge(kvs_catalog *c, const char *dir, const char *out,
 		return kvs_error_set(err, KVS_E_INVAL, "%zu live segments", n);
 	kvs_status st = KVS_OK;
 	size_t opened = 0;
-	for (; opened < n && st == KVS_OK; opened++) {
+	for (; opened < n; opened++) {
 		char p[PATH_MAX];
 		names[opened] = kvs_catalog_entry_at(c, opened)->name;
 		path_join(p, kvs_catalog_dir(c), names[opened]);
@@ -1628,7 +1627,7 @@ static kvs_status ns_merge(kvs_catalog *c, const char *dir, const char *out,
 	kvs_merge_options mo = {0};
 	mo.output.sequence = newest_sequence(c) + 1;
 	mo.output.flags = KVS_WRITER_NO_SYNC;
-	if (strcmp(dir, kvs_catalog_dir(c)) == 0) {
+	if (publish) {
 		mo.output.publish = crash_publish;
 		mo.output.publish_ctx = &pub;
 	}
@@ -1663,29 +1662,26 @@ static int ns_verify(const kvs_catalog *c)
 	return 1;
 }
 
-/* The child: everything above on a 1 MiB tmpfs on dir, with `extra` pages
- * of room past the output's (-1: one page too few); the results into fd. */
-static void __attribute__((noreturn))
-nospace_child(int fd, const char *dir, int extra)
+typedef struct nospace_case {
+	const char *dir;
+	int extra; /* pages of room past the output's (-1: one too few) */
+} nospace_case;
+
+/* The child: everything above on a 1 MiB tmpfs on the case's directory;
+ * the results into fd. */
+static void nospace_child(int fd, const void *ctx)
 {
+	const nospace_case *nc = ctx;
+	const char *dir = nc->dir;
+	int extra = nc->extra;
 	nospace_result res;
 	memset(&res, 0, sizeof res);
 	kvs_catalog *c = NULL;
 	kvs_error err = {0};
 	char names[3][16];
 	long page = sysconf(_SC_PAGESIZE);
-	if (unshare(CLONE_NEWNS) != 0) {
+	if (child_tmpfs(dir, "1m", res.why, sizeof res.why) != 0) {
 		res.skipped = 1;
-		snprintf(res.why, sizeof res.why, "unshare(CLONE_NEWNS): %s",
-		         strerror(errno));
-		goto done;
-	}
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
-	    mount("tmpfs", dir, "tmpfs", 0, "size=1m") != 0) {
-		res.skipped = 1;
-		snprintf(res.why, sizeof res.why,
-		         "mounting a tmpfs on %.150s: %s", dir,
-		         strerror(errno));
 		goto done;
 	}
 	if (kvs_catalog_open(&c, dir, &err) != KVS_OK) {
@@ -1704,7 +1700,7 @@ nospace_child(int fd, const char *dir, int extra)
 	/* the output's size: the same merge outside the tmpfs */
 	char trial[PATH_MAX];
 	snprintf(trial, sizeof trial, "nospace-trial-%d", (int)getpid());
-	if (ns_merge(c, g_tmp, trial, &res.out_bytes, &err) != KVS_OK) {
+	if (ns_merge(c, g_tmp, trial, false, &res.out_bytes, &err) != KVS_OK) {
 		snprintf(res.why, sizeof res.why, "trial merge: %.200s",
 		         err.message);
 		goto done;
@@ -1750,7 +1746,7 @@ nospace_child(int fd, const char *dir, int extra)
 	ns_listing(dir, before, sizeof before);
 	res.gen_before = kvs_catalog_generation(c);
 	long long bytes;
-	res.st = ns_merge(c, dir, "merged", &bytes, &res.err);
+	res.st = ns_merge(c, dir, "merged", true, &bytes, &res.err);
 	res.gen_after = kvs_catalog_generation(c);
 	ns_listing(dir, after, sizeof after);
 	res.listing_same = strcmp(before, after) == 0;
@@ -1774,7 +1770,7 @@ nospace_child(int fd, const char *dir, int extra)
 	unlink(fp);
 	if (res.st != KVS_OK) {
 		res.st_final =
-		    ns_merge(c, dir, "merged", &bytes, &res.err_final);
+		    ns_merge(c, dir, "merged", true, &bytes, &res.err_final);
 		res.gen_final = kvs_catalog_generation(c);
 		if (kvs_catalog_open(&again, dir, &err) == KVS_OK) {
 			res.count_final = kvs_catalog_count(again);
@@ -1799,25 +1795,9 @@ static void test_no_room_to_publish(void **state)
 	const char *enospc = strerror(ENOSPC);
 	bool at_catalog = false;
 	for (int extra = -1; extra < 4 && !at_catalog; extra++) {
-		int fds[2];
-		assert_int_equal(pipe(fds), 0);
-		fflush(NULL);
-		pid_t pid = fork();
-		assert_true(pid >= 0);
-		if (pid == 0) {
-			close(fds[0]);
-			nospace_child(fds[1], dir, extra);
-		}
-		close(fds[1]);
+		nospace_case nc = {dir, extra};
 		nospace_result res;
-		ssize_t got = read(fds[0], &res, sizeof res);
-		close(fds[0]);
-		int status = 0;
-		assert_int_equal(waitpid(pid, &status, 0), pid);
-		if (got != (ssize_t)sizeof res || !WIFEXITED(status) ||
-		    WEXITSTATUS(status) != 0)
-			FAILF("the child died (status 0x%x, read %zd)", status,
-			      got);
+		run_child(nospace_child, &nc, &res, sizeof res);
 		if (res.skipped) {
 			printf("[  SKIP    ] no room to publish needs a tmpfs "
 			       "mount: %s\n",
@@ -1829,9 +1809,8 @@ static void test_no_room_to_publish(void **state)
 			FAILF("room %+d pages: child: %s", extra, res.why);
 		if (res.st == KVS_OK)
 			FAILF("with %lld bytes of room for an output of %lld, "
-			      "the "
-			      "merge published: the output's room was room for "
-			      "the catalog's next file too",
+			      "the merge published: the output's room was room "
+			      "for the catalog's next file too",
 			      res.room, res.out_bytes);
 		EXPECT_ERR(res.st, res.err, "unreachable");
 		EXPECT_ST(res.st, KVS_E_IO, "\"%s\"", res.err.message);

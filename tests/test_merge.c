@@ -62,7 +62,6 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -73,7 +72,6 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -2195,22 +2193,13 @@ typedef struct tmpfs_result {
 /* In a forked child, in a private mount namespace: a 256 KiB tmpfs on
  * mnt, the merge into it, the output compared with want, the listing,
  * then exit (the mount dies with the namespace). */
-static void tmpfs_child(int fd, const tmpfs_merge *t)
+static void tmpfs_child(int fd, const void *ctx)
 {
+	const tmpfs_merge *t = ctx;
 	tmpfs_result res;
 	memset(&res, 0, sizeof res);
-	if (unshare(CLONE_NEWNS) != 0) {
+	if (child_tmpfs(t->mnt, "256k", res.why, sizeof res.why) != 0) {
 		res.skipped = 1;
-		snprintf(res.why, sizeof res.why, "unshare(CLONE_NEWNS): %s",
-		         strerror(errno));
-	} else if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
-		res.skipped = 1;
-		snprintf(res.why, sizeof res.why,
-		         "mount(/, MS_REC|MS_PRIVATE): %s", strerror(errno));
-	} else if (mount("tmpfs", t->mnt, "tmpfs", 0, "size=256k") != 0) {
-		res.skipped = 1;
-		snprintf(res.why, sizeof res.why, "mount tmpfs on %.120s: %s",
-		         t->mnt, strerror(errno));
 	} else {
 		char p[PATH_MAX];
 		path_join(p, t->mnt, "merged.kvseg");
@@ -2259,25 +2248,7 @@ static void tmpfs_out_mode(merge_run *mr, unsigned out)
 static bool merge_on_tmpfs(const tmpfs_merge *t, tmpfs_result *res,
                            char *why, size_t why_len)
 {
-	int fds[2];
-	assert_int_equal(pipe(fds), 0);
-	fflush(stdout);
-	fflush(stderr);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(fds[0]);
-		tmpfs_child(fds[1], t);
-	}
-	close(fds[1]);
-	memset(res, 0, sizeof *res);
-	ssize_t got = read(fds[0], res, sizeof *res);
-	close(fds[0]);
-	int status = 0;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	if (got != (ssize_t)sizeof *res || !WIFEXITED(status) ||
-	    WEXITSTATUS(status) != 0)
-		FAILF("the child died (status 0x%x, read %zd)", status, got);
+	run_child(tmpfs_child, t, res, sizeof *res);
 	if (res->skipped) {
 		snprintf(why, why_len, "%s", res->why);
 		return false;
