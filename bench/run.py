@@ -320,7 +320,6 @@ def summarize(rows, baseline=None, out=sys.stdout):
     """rows: dicts with the CSV columns. Prints one line per workload,
     variant and metric, in order of first appearance."""
     workloads, variants, metrics = [], [], []
-    per_process = {}  # (workload, variant, metric, unit) -> process -> []
     warmups = measured = 0
     benches = []
     for r in rows:
@@ -334,16 +333,13 @@ def summarize(rows, baseline=None, out=sys.stdout):
                 lst.append(v)
         if r["warmup"] == "1":
             warmups += 1
-            continue
-        measured += 1
-        key = (r["workload"], r["variant"], r["metric"], r["unit"])
-        per_process.setdefault(key, {}).setdefault(r["process"], []) \
-            .append(float(r["value"]))
-    if not per_process:
+        else:
+            measured += 1
+    if not measured:
         print("no measured rows", file=out)
         return
 
-    proc_medians = process_medians(per_process)
+    proc_medians = measured_medians(rows)
     stats = {}
     for key, procs in proc_medians.items():
         medians = list(procs.values())
@@ -399,21 +395,17 @@ def summarize(rows, baseline=None, out=sys.stdout):
               file=out)
 
 
-def process_medians(per_process):
-    """(workload, variant, metric, unit) -> process -> its median."""
-    return {key: {p: statistics.median(v) for p, v in procs.items()}
-            for key, procs in per_process.items()}
-
-
 def measured_medians(rows):
-    """process_medians of the measured (not warm-up) rows."""
+    """(workload, variant, metric, unit) -> process -> the median of its
+    measured (not warm-up) rows."""
     per_process = {}
     for r in rows:
         if r["warmup"] != "1":
             key = (r["workload"], r["variant"], r["metric"], r["unit"])
             per_process.setdefault(key, {}).setdefault(r["process"], []) \
                 .append(float(r["value"]))
-    return process_medians(per_process)
+    return {key: {p: statistics.median(v) for p, v in procs.items()}
+            for key, procs in per_process.items()}
 
 
 # The targets of the issues, as bench/README.md states them.
@@ -476,18 +468,19 @@ def targets(rows, out=sys.stdout):
 
         for w in workloads:
             line = [w]
+            unit = rows_unit(rows, w)
             for m in MERGE_MODES:
-                pr = vs_leveldb.get((w, m, "time", rows_unit(rows, w)))
+                pr = vs_leveldb.get((w, m, "time", unit))
                 line.append(cell(1 / pr[0] if pr else None,
                                  MERGE_FASTER_THAN_LEVELDB, False))
             for m in ("typed-byte", "raw-byte"):
-                pr = vs_floor.get((w, m, "time", rows_unit(rows, w)))
+                pr = vs_floor.get((w, m, "time", unit))
                 line.append(cell(pr[0] if pr else None,
                                  MERGE_FF16_BYTE_PER_FLOOR, True)
                             if "-ff16-" in w else "n/a")
             for bit, byte in (("typed-bit", "typed-byte"),
                               ("raw-bit", "raw-byte")):
-                pr = vs_byte[byte].get((w, bit, "time", rows_unit(rows, w)))
+                pr = vs_byte[byte].get((w, bit, "time", unit))
                 line.append(cell(pr[0] if pr else None, MERGE_BIT_PER_BYTE,
                                  True))
             table.append(line)
