@@ -77,7 +77,7 @@
 
 static uint64_t g_seed;
 static const char *g_seq = "";  /* the case under test, for messages */
-static const char *g_mode = ""; /* unused: one mode */
+static const char *g_mode = ""; /* the step, where a test names one */
 static char g_tmp[PATH_MAX];    /* this run's temporary directory */
 
 #include "segutil.h" /* after g_seq, g_mode and g_tmp */
@@ -1217,6 +1217,113 @@ static void test_corrupt_catalog(void **state)
 	free(bad);
 }
 
+/* ---- FIFOs in a file's place ------------------------------------------ */
+
+/*
+ * An open(2) of a FIFO for reading blocks until a writer comes: a FIFO
+ * where CATALOG or a segment should be must be refused at once, not waited
+ * on. Each call runs in a child that an alarm ends if the call blocks
+ * (run_child then reports the child's death).
+ */
+typedef struct fifo_case {
+	const char *dir;  /* the catalog's directory */
+	kvs_catalog *c;   /* open before the FIFO came, or NULL */
+	const char *path; /* kvs_segment_open's path, or NULL */
+} fifo_case;
+
+typedef struct fifo_result {
+	kvs_status open_st, add_st, reload_st, seg_st;
+	kvs_error open_err, add_err, reload_err, seg_err;
+	uint64_t gen;   /* the handle's generation after the calls */
+	size_t count;   /* and its number of segments */
+	bool opened;    /* kvs_catalog_open gave a handle */
+	bool seg_given; /* kvs_segment_open gave a segment */
+} fifo_result;
+
+static void fifo_child(int fd, const void *ctx)
+{
+	const fifo_case *fc = ctx;
+	fifo_result r;
+	memset(&r, 0, sizeof r);
+	alarm(10);
+	if (fc->path) {
+		kvs_segment *seg = NULL;
+		r.seg_st = kvs_segment_open(&seg, fc->path, &r.seg_err);
+		r.seg_given = seg != NULL;
+	} else if (fc->c) {
+		r.reload_st = kvs_catalog_reload(fc->c, &r.reload_err);
+		r.add_st = kvs_catalog_add(fc->c, "s1", &r.add_err);
+		r.gen = kvs_catalog_generation(fc->c);
+		r.count = kvs_catalog_count(fc->c);
+	} else {
+		kvs_catalog *c = NULL;
+		r.open_st = kvs_catalog_open(&c, fc->dir, &r.open_err);
+		r.opened = c != NULL;
+	}
+	if (write(fd, &r, sizeof r) != (ssize_t)sizeof r)
+		_exit(4);
+	_exit(0);
+}
+
+static void test_fifo_in_place(void **state)
+{
+	(void)state;
+	g_seq = "a FIFO in a file's place";
+	char dir[PATH_MAX], cat[PATH_MAX], fifo[PATH_MAX];
+	make_subdir(dir, "fifo");
+	kvs_catalog *c = make_numbered(dir, 2);
+	path_join(cat, dir, KVS_CATALOG_FILE);
+	path_join(fifo, dir, "pipe");
+	assert_int_equal(mkfifo(fifo, 0644), 0);
+	fifo_result r;
+
+	/* a segment path that is a FIFO */
+	fifo_case seg_case = {dir, NULL, fifo};
+	g_mode = "kvs_segment_open (a child killed by SIGALRM blocked)";
+	run_child(fifo_child, &seg_case, &r, sizeof r);
+	CHECK(!r.seg_given, "kvs_segment_open gave a segment of a FIFO");
+	CHECK_ST(r.seg_st, KVS_E_INVAL, "kvs_segment_open of a FIFO: %s",
+	         r.seg_err.message);
+	expect_mentions(&r.seg_err, "/pipe: not a regular file",
+	                "kvs_segment_open of a FIFO");
+
+	/* CATALOG replaced by a FIFO under an open handle: reload and add
+	 * fail, naming it, and the handle keeps its catalog */
+	char saved[PATH_MAX];
+	path_join(saved, dir, "catalog.saved");
+	assert_int_equal(rename(cat, saved), 0);
+	assert_int_equal(mkfifo(cat, 0644), 0);
+	fifo_case handle_case = {dir, c, NULL};
+	g_mode = "reload, add (a child killed by SIGALRM blocked)";
+	run_child(fifo_child, &handle_case, &r, sizeof r);
+	CHECK_ST(r.reload_st, KVS_E_CORRUPT, "reload: %s",
+	         r.reload_err.message);
+	expect_mentions(&r.reload_err, "/CATALOG: not a regular file",
+	                "reload");
+	CHECK_ST(r.add_st, KVS_E_CORRUPT, "add: %s", r.add_err.message);
+	expect_mentions(&r.add_err, "/CATALOG: not a regular file", "add");
+	EXPECT_U64(r.gen, 3, "the handle's generation after both");
+	EXPECT_U64(r.count, 2, "the handle's segments after both");
+
+	/* and a directory opened with it there */
+	fifo_case open_case = {dir, NULL, NULL};
+	g_mode = "kvs_catalog_open (a child killed by SIGALRM blocked)";
+	run_child(fifo_child, &open_case, &r, sizeof r);
+	CHECK(!r.opened, "kvs_catalog_open gave a handle");
+	CHECK_ST(r.open_st, KVS_E_CORRUPT, "open: %s", r.open_err.message);
+	expect_mentions(&r.open_err, "/CATALOG: not a regular file", "open");
+
+	/* nothing was lost: with the file back the catalog is as it was */
+	g_mode = "";
+	assert_int_equal(rename(saved, cat), 0);
+	const char *two[] = {"s1", "s2"};
+	EXPECT_OK(kvs_catalog_reload(c, &r.reload_err), r.reload_err,
+	          "reload with the catalog back");
+	expect_catalog(c, 3, two, 2, "the catalog back");
+	kvs_catalog_close(c);
+	assert_int_equal(unlink(fifo), 0);
+}
+
 /* ---- crash consistency --------------------------------------------------- */
 
 /*
@@ -2045,6 +2152,7 @@ int main(int argc, char **argv)
 	    TEST(test_unpublished),
 	    TEST(test_bad_segments),
 	    TEST(test_corrupt_catalog),
+	    TEST(test_fifo_in_place),
 	    TEST(test_crash_merge_publish),
 	    TEST(test_no_room_to_publish),
 	    TEST(test_read_only),

@@ -195,7 +195,8 @@ static kvs_status lock_dir(const char *dir, int op, int *fd, bool *read_only,
 	if (*fd < 0 && read_only && (cannot || cannot_write(errno))) {
 		*read_only = true;
 		op = LOCK_SH;
-		*fd = open(path, O_RDONLY | O_CLOEXEC);
+		/* O_NONBLOCK: a FIFO there must not block the open */
+		*fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 		if (*fd < 0 && errno == ENOENT)
 			return KVS_OK; /* no lock file: nobody to wait for */
 	}
@@ -288,7 +289,8 @@ static kvs_status probe_segment(const char *dir, const char *name,
 	kvs_segment_info_get(seg, &info);
 	kvs_segment_unref(seg);
 	if (sync) {
-		int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		int fd =
+		    open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 		if (fd < 0 || fsync(fd) < 0) {
 			st = kvs_error_set(err, KVS_E_IO, "%s: fsync: %s", path,
 			                   strerror(errno));
@@ -527,7 +529,9 @@ static kvs_status read_catalog(const char *dir, cat_state *out, bool *exists,
 	if (st != KVS_OK)
 		return st;
 	*exists = false;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* O_NONBLOCK: a FIFO in CATALOG's place is refused below instead of
+	 * blocking the open until some process writes to it */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return KVS_OK;
@@ -759,7 +763,8 @@ static kvs_status remove_temporary(sweep *w, int dfd, const char *name,
 		return KVS_OK;
 	/* A live writer holds a lock on its temporary file until it has
 	 * renamed it: only files nobody holds are orphans. */
-	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd =
+	    openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return KVS_OK;
 	kvs_status st = KVS_OK;

@@ -286,7 +286,9 @@ kvs_status kvs_segment_open(kvs_segment **out, const char *path,
                             kvs_error *err)
 {
 	*out = NULL;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO is refused below, not waited on (no effect on
+	 * a regular file) */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return kvs_error_set(err, KVS_E_IO, "%s: %s", path,
 		                     strerror(errno));

@@ -728,6 +728,16 @@ def test_bad_arguments():
     for args in system:
         r = kvseg(*args, stdin=b"a\t1\n")
         expect_error(r, 4, "system error %r" % (args,))
+    # A FIFO is refused at once (opening one for reading would wait for
+    # a writer), and so is a merge with one among its inputs.
+    fifo = path("args.fifo")
+    os.mkfifo(fifo)
+    for args in [("get", fifo, "a"), ("scan", fifo), ("dump", fifo),
+                 ("stat", fifo), ("verify", fifo), ("merge", out, seg, fifo)]:
+        r = kvseg(*args)
+        expect_error(r, 4, "a FIFO %r" % (args,), fifo + ": not a regular file")
+    check(not os.path.exists(out), "no segment from a merge with a FIFO")
+    os.unlink(fifo)
     # A closed stdin is an error, not an empty input.
     proc = subprocess.run([KVSEG, "build", out], stdin=None,
                           capture_output=False, stderr=subprocess.PIPE,

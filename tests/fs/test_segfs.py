@@ -1385,6 +1385,78 @@ def test_external_change(tmp):
         m.close()
 
 
+def read_within(path, seconds, what):
+    """path's bytes, read by a child that is killed after `seconds` (a
+    read that blocks fails the test instead of hanging it)."""
+    try:
+        r = subprocess.run(["cat", path], capture_output=True, timeout=seconds)
+    except subprocess.TimeoutExpired:
+        check(False, "%s: no answer in %d s" % (what, seconds))
+        return None
+    check(r.returncode == 0, "%s: %r" % (what, r.stderr))
+    return r.stdout
+
+
+def test_fifo_catalog(tmp):
+    """A FIFO in CATALOG's place (opening one for reading waits for a
+    writer): a mount refuses it at once, naming it; a mounted segfs whose
+    CATALOG is replaced by one says so, keeps serving, and fails a merge
+    naming it; with the file back, merges publish again."""
+    d = os.path.join(tmp, "fifo")
+    os.mkdir(d)
+    view = stack(d, 2, 300, random.Random(21))
+    Mount(d).close()  # makes the catalog
+    cat, saved = os.path.join(d, "CATALOG"), os.path.join(d, "catalog.saved")
+    os.rename(cat, saved)
+    os.mkfifo(cat)
+    mnt = tempfile.mkdtemp(prefix="segfs-mnt-")
+    try:
+        r = subprocess.run([SEGFS, "-f", d, mnt], capture_output=True, timeout=20)
+        err = r.stderr.decode(errors="replace")
+        check(r.returncode != 0 and "CATALOG: not a regular file" in err,
+              "a mount refuses the FIFO, naming it: %s %r" % (r.returncode, err))
+    except subprocess.TimeoutExpired:
+        check(False, "a mount over a FIFO CATALOG did not end in 20 s")
+    finally:
+        if os.path.ismount(mnt):
+            subprocess.run(["fusermount3", "-u", "-z", mnt])
+        os.rmdir(mnt)
+    os.unlink(cat)
+    os.rename(saved, cat)
+
+    m = Mount(d)
+    try:
+        view_ok(m, view, "before")
+        fifo = os.path.join(d, "fifo.new")
+        os.mkfifo(fifo)
+        os.link(cat, saved)
+        os.rename(fifo, cat)  # the watcher sees CATALOG change
+        deadline = time.time() + 10
+        while time.time() < deadline and "not a regular file" not in m.stderr():
+            time.sleep(0.02)
+        check("the catalog changed but cannot be served" in m.stderr() and
+              "CATALOG: not a regular file" in m.stderr(),
+              "segfs says why it keeps the catalog it had: %r" % m.stderr())
+        view_ok(m, view, "with a FIFO as CATALOG")
+        check(request(m, b"merge all\n") == 0, "merge accepted")
+        w = read_within(m.path("control", "wait", "1"), 20, "the merge's end")
+        w = json.loads(w) if w is not None else {}
+        check(w.get("state") == "failed" and
+              "CATALOG: not a regular file" in (w.get("error") or ""),
+              "the merge fails, naming CATALOG: %r" % w)
+        check(sorted(os.listdir(m.path("segments"))) == [b"s0.seg", b"s1.seg"],
+              "segments/ unchanged")
+        os.rename(saved, cat)  # the file back
+        check(request(m, b"merge all\n") == 0, "second merge accepted")
+        w = read_within(m.path("control", "wait", "2"), 60, "the second merge's end")
+        w = json.loads(w) if w is not None else {}
+        check(w.get("state") == "done", "with the file back a merge publishes: %r" % w)
+        view_ok(m, view, "after the merge")
+        check(len(os.listdir(m.path("segments"))) == 1, "one segment after it")
+    finally:
+        m.close()
+
+
 def test_read_only(tmp):
     """A directory that cannot be written (a read-only bind mount), with a
     catalog and without: kvseg catalog list and segfs show it as it is and
@@ -1524,7 +1596,8 @@ def main():
              test_cut_while_opening,
              test_random_requests, test_cancel, test_kill_during_merge,
              test_output_taken, test_recover_marks, test_enospc, test_external_change,
-             test_read_only, test_mount_over_segdir, test_lock_unusable]
+             test_fifo_catalog, test_read_only, test_mount_over_segdir,
+             test_lock_unusable]
     with tempfile.TemporaryDirectory(prefix="segfs-test-") as tmp:
         for t in tests:
             if only and t.__name__ not in only:
