@@ -422,11 +422,18 @@ static void recover_marks(void)
 		return; /* nothing can be removed, nor can a merge run */
 	char lock[PATH_MAX];
 	segdir_path(lock, "segfs", "lock");
-	int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	/* O_NOFOLLOW: not a file elsewhere through a symbolic link */
+	int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0) {
-		fprintf(stderr, "segfs: %s: %s (what a merge killed earlier "
-		                "left is not removed)\n",
-		        lock, strerror(errno));
+		struct stat sb;
+		bool link = errno == ELOOP && lstat(lock, &sb) == 0 &&
+		            S_ISLNK(sb.st_mode);
+		fprintf(stderr,
+		        "segfs: %s: %s (what a merge killed earlier "
+		        "left is not removed)\n",
+		        lock,
+		        link ? "a symbolic link, not a lock file (remove it)"
+		             : strerror(errno));
 		return;
 	}
 	bool alone = flock(fd, LOCK_EX | LOCK_NB) == 0;

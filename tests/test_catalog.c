@@ -2122,6 +2122,70 @@ static void test_read_only(void **state)
 /* ---- the program ----------------------------------------------------------
  */
 
+/*
+ * A symbolic link in CATALOG.lock's place: an open must neither create nor
+ * open a file elsewhere through it (as root that would create a file
+ * anywhere). It is refused, naming it, by a writable and a read-only open.
+ */
+static void test_lock_file_link(void **state)
+{
+	(void)state;
+	g_seq = "CATALOG.lock a symbolic link";
+	char dir[PATH_MAX], away[PATH_MAX], lock[PATH_MAX], target[PATH_MAX];
+	make_subdir(dir, "locklink");
+	make_subdir(away, "elsewhere");
+	assert_int_equal(chmod(g_tmp, 0711), 0);
+	assert_int_equal(chmod(dir, 0755), 0);
+	write_segment(dir, "s1", 1);
+	path_join(lock, dir, "CATALOG.lock");
+	const char *targets[] = {"created", "kept"};
+	path_join(target, away, "kept");
+	spill(target, "precious", 8);
+	for (size_t t = 0; t < 2; t++) {
+		path_join(target, away, targets[t]);
+		assert_int_equal(symlink(target, lock), 0);
+		for (int ro = 0; ro < 2; ro++) {
+			g_mode = ro ? "a read-only open" : "a writable open";
+			kvs_catalog *c = NULL;
+			kvs_error err = {0};
+			if (ro)
+				lose_write(dir);
+			kvs_status st = kvs_catalog_open_flags(
+			    &c, dir, ro ? KVS_CATALOG_MAY_READ_ONLY : 0, &err);
+			if (ro)
+				regain_write(dir);
+			CHECK(c == NULL, "to %s: the open gave a handle",
+			      targets[t]);
+			CHECK_ST(st, KVS_E_IO, "to %s: %s", targets[t],
+			         err.message);
+			expect_mentions(&err,
+			                "/CATALOG.lock: a symbolic link, not a "
+			                "lock file",
+			                targets[t]);
+			CHECK(!exists(away, "created"),
+			      "to %s: a file was created through the link",
+			      targets[t]);
+			CHECK(!exists(dir, KVS_CATALOG_FILE),
+			      "to %s: a catalog was written", targets[t]);
+		}
+		g_mode = "";
+		assert_int_equal(unlink(lock), 0);
+	}
+	size_t len;
+	uint8_t *kept = slurp(target, &len);
+	CHECK(len == 8 && memcmp(kept, "precious", 8) == 0,
+	      "the linked file is unchanged");
+	free(kept);
+	/* with the link gone the open makes a lock file of its own */
+	kvs_catalog *c = open_ok(dir, "without the link");
+	const char *one[] = {"s1"};
+	expect_catalog(c, 1, one, 1, "without the link");
+	struct stat sb;
+	CHECK(lstat(lock, &sb) == 0 && S_ISREG(sb.st_mode),
+	      "CATALOG.lock is a regular file");
+	kvs_catalog_close(c);
+}
+
 static int group_setup(void **state)
 {
 	(void)state;
@@ -2156,6 +2220,7 @@ int main(int argc, char **argv)
 	    TEST(test_crash_merge_publish),
 	    TEST(test_no_room_to_publish),
 	    TEST(test_read_only),
+	    TEST(test_lock_file_link),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

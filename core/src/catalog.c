@@ -191,18 +191,28 @@ static kvs_status lock_dir(const char *dir, int op, int *fd, bool *read_only,
 	bool cannot = read_only &&
 	              faccessat(AT_FDCWD, dir, W_OK, AT_EACCESS) < 0 &&
 	              cannot_write(errno);
-	*fd = cannot ? -1 : open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	/* O_NOFOLLOW: a symbolic link in the lock file's place must not
+	 * make this process create or open a file elsewhere */
+	*fd = cannot
+	          ? -1
+	          : open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (*fd < 0 && read_only && (cannot || cannot_write(errno))) {
 		*read_only = true;
 		op = LOCK_SH;
 		/* O_NONBLOCK: a FIFO there must not block the open */
-		*fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		*fd =
+		    open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
 		if (*fd < 0 && errno == ENOENT)
 			return KVS_OK; /* no lock file: nobody to wait for */
 	}
 	if (*fd < 0) {
 		int e = errno;
 		struct stat sb;
+		if (e == ELOOP && lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode))
+			return kvs_error_set(err, KVS_E_IO,
+			                     "%s: a symbolic link, not a lock "
+			                     "file (remove it)",
+			                     path);
 		/* about the directory, when that is what is wrong */
 		if ((e == ENOENT || e == ENOTDIR) && stat(dir, &sb) < 0)
 			return kvs_error_set(err, KVS_E_IO, "%s: %s", dir,

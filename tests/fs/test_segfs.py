@@ -1584,6 +1584,41 @@ def test_lock_unusable(tmp):
           sorted(os.listdir(d)))
 
 
+def test_lock_links(tmp):
+    """Symbolic links in the lock files' places must not make segfs create
+    or open a file elsewhere (as root, anywhere): CATALOG.lock as a link
+    refuses the mount, naming it; .segfs.lock as a link is named on stderr
+    and segfs serves on without removing leftovers."""
+    d = os.path.join(tmp, "locklinks")
+    away = os.path.join(tmp, "locklinks-away")
+    os.mkdir(d)
+    os.mkdir(away)
+    view = stack(d, 2, 200, random.Random(13))
+    Mount(d).close()  # makes the catalog and both lock files
+    for name in ("CATALOG.lock", ".segfs.lock"):
+        os.unlink(os.path.join(d, name))
+        os.symlink(os.path.join(away, name), os.path.join(d, name))
+    m = Mount(d, expect_fail=True)
+    rc = m.proc.wait(timeout=30)
+    err = m.stderr()
+    check(rc != 0 and "CATALOG.lock: a symbolic link, not a lock file" in err,
+          "the mount is refused, naming CATALOG.lock: %s %r" % (rc, err))
+    os.rmdir(m.mnt)
+    check(os.listdir(away) == [], "nothing created through the links: %r" %
+          os.listdir(away))
+    os.unlink(os.path.join(d, "CATALOG.lock"))
+    m = Mount(d)
+    try:
+        view_ok(m, view, "with .segfs.lock a link")
+    finally:
+        m.close()
+    check(".segfs.lock: a symbolic link, not a lock file" in m.stderr(),
+          "segfs names .segfs.lock: %r" % m.stderr())
+    check(os.listdir(away) == [], "nothing created through the link: %r" %
+          os.listdir(away))
+    check(os.path.islink(os.path.join(d, ".segfs.lock")), "the link stays")
+
+
 def main():
     if not os.path.exists("/dev/fuse"):
         print("SKIP: /dev/fuse is missing: segfs cannot mount here")
@@ -1597,7 +1632,7 @@ def main():
              test_random_requests, test_cancel, test_kill_during_merge,
              test_output_taken, test_recover_marks, test_enospc, test_external_change,
              test_fifo_catalog, test_read_only, test_mount_over_segdir,
-             test_lock_unusable]
+             test_lock_unusable, test_lock_links]
     with tempfile.TemporaryDirectory(prefix="segfs-test-") as tmp:
         for t in tests:
             if only and t.__name__ not in only:
