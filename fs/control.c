@@ -44,8 +44,9 @@ typedef struct job {
 	uint64_t bytes_in, bytes_out;
 	struct timespec queued_at, started, ended;
 	char error[256];
-	struct job *next;       /* all jobs, oldest first */
+	struct job *prev, *next; /* all jobs kept, oldest first */
 	struct job *next_queued;
+	struct job *next_ended; /* ended jobs kept, in the order they ended */
 } job;
 
 typedef struct waiter {
@@ -61,6 +62,8 @@ static struct {
 	pthread_cond_t wake;
 	job *first, *last;
 	job *queue_head, *queue_tail;
+	job *ended_head, *ended_tail; /* by end: the first goes first */
+	size_t nended;
 	size_t queued;
 	uint64_t next_id;
 	waiter *waiters;
@@ -343,6 +346,52 @@ void control_wait(fuse_req_t req, uint64_t id, size_t size, off_t off)
 		fuse_reply_err(req, err);
 }
 
+static void free_job(job *j);
+
+/* Under J.lock: j joins the jobs kept, as the newest. */
+static void list_append(job *j)
+{
+	j->prev = J.last;
+	j->next = NULL;
+	if (J.last)
+		J.last->next = j;
+	else
+		J.first = j;
+	J.last = j;
+}
+
+/*
+ * Under J.lock: ended job j (its waiters answered) is kept among the last
+ * S.history jobs to end; beyond them the one that ended first is dropped
+ * from control/status (its number is then unknown to control/wait/ and
+ * cancel). Unfinished jobs all stay: a script that retries a bad request
+ * forever does not grow segfs without bound.
+ */
+static void keep_ended(job *j)
+{
+	j->next_ended = NULL;
+	if (J.ended_tail)
+		J.ended_tail->next_ended = j;
+	else
+		J.ended_head = j;
+	J.ended_tail = j;
+	J.nended++;
+	while (J.nended > S.history) { /* never j: S.history >= 1 */
+		job *x = J.ended_head;
+		J.ended_head = x->next_ended;
+		J.nended--;
+		if (x->prev)
+			x->prev->next = x->next;
+		else
+			J.first = x->next;
+		if (x->next)
+			x->next->prev = x->prev;
+		else
+			J.last = x->prev;
+		free_job(x);
+	}
+}
+
 /* Under J.lock: job j ended; answer whoever waits for it. */
 static void end_job(job *j, enum job_state st)
 {
@@ -362,6 +411,7 @@ static void end_job(job *j, enum job_state st)
 			w = &(*w)->next;
 		}
 	}
+	keep_ended(j);
 }
 
 /* ---- requests ------------------------------------------------------------------- */
@@ -410,11 +460,8 @@ static void reject(char *text, const req_error *e)
 	j->state = REJECTED;
 	clock_gettime(CLOCK_MONOTONIC, &j->queued_at);
 	j->ended = j->started = j->queued_at;
-	if (J.last)
-		J.last->next = j;
-	else
-		J.first = j;
-	J.last = j;
+	list_append(j);
+	keep_ended(j);
 	pthread_mutex_unlock(&J.lock);
 }
 
@@ -865,11 +912,7 @@ int control_write(const char *buf, size_t size)
 			j->id = J.next_id++;
 			j->state = QUEUED;
 			clock_gettime(CLOCK_MONOTONIC, &j->queued_at);
-			if (J.last)
-				J.last->next = j;
-			else
-				J.first = j;
-			J.last = j;
+			list_append(j);
 			if (J.queue_tail)
 				J.queue_tail->next_queued = j;
 			else
@@ -1203,6 +1246,8 @@ void control_stop(void)
 	}
 	job *j = J.first;
 	J.first = J.last = NULL;
+	J.ended_head = J.ended_tail = NULL;
+	J.nended = 0;
 	status_free_all();
 	pthread_mutex_unlock(&J.lock);
 	while (j) {

@@ -1490,18 +1490,22 @@ struct cli {
 	char *sep;
 	int tombstones, skip_bad, verify, mt, keep_retired;
 	double timeout;
-	unsigned workers, queue;
+	unsigned workers, queue, history;
 };
 
 #define OPT(t, p) {t, offsetof(struct cli, p), 1}
 static const struct fuse_opt cli_opts[] = {
-	OPT("tombstones", tombstones), OPT("skip_bad", skip_bad),
-	OPT("verify", verify), OPT("mt", mt), OPT("keep_retired", keep_retired),
-	{"sep=%s", offsetof(struct cli, sep), 0},
-	{"workers=%u", offsetof(struct cli, workers), 0},
-	{"queue=%u", offsetof(struct cli, queue), 0},
-	{"timeout=%lf", offsetof(struct cli, timeout), 0},
-	FUSE_OPT_END,
+    OPT("tombstones", tombstones),
+    OPT("skip_bad", skip_bad),
+    OPT("verify", verify),
+    OPT("mt", mt),
+    OPT("keep_retired", keep_retired),
+    {"sep=%s", offsetof(struct cli, sep), 0},
+    {"workers=%u", offsetof(struct cli, workers), 0},
+    {"queue=%u", offsetof(struct cli, queue), 0},
+    {"history=%u", offsetof(struct cli, history), 0},
+    {"timeout=%lf", offsetof(struct cli, timeout), 0},
+    FUSE_OPT_END,
 };
 
 static int cli_proc(void *data, const char *arg, int key,
@@ -1539,6 +1543,8 @@ static void usage(const char *prog)
 	       "                       attributes (default one year)\n"
 	       "    -o workers=N       merge jobs run at once (default 2)\n"
 	       "    -o queue=N         jobs that may wait (default 16)\n"
+	       "    -o history=N       ended jobs control/status keeps\n"
+	       "                       (default 1024)\n"
 	       "    -o keep_retired    keep the files of merged-away\n"
 	       "                       segments (default: delete each once\n"
 	       "                       its last reader is gone)\n\n",
@@ -1568,7 +1574,8 @@ static bool covers(const char *mountpoint, const char *path)
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct cli cli = {.timeout = S.timeout, .workers = 2, .queue = 16};
+	struct cli cli = {
+	    .timeout = S.timeout, .workers = 2, .queue = 16, .history = 1024};
 	struct fuse_cmdline_opts opts;
 	int ret = 1;
 
@@ -1619,9 +1626,9 @@ int main(int argc, char *argv[])
 		goto out_args;
 	}
 	if (cli.workers < 1 || cli.workers > 64 || cli.queue < 1 ||
-	    cli.queue > 100000) {
-		fprintf(stderr, "segfs: -o workers= takes 1..64 and -o queue= "
-		                "1..100000\n");
+	    cli.queue > 100000 || cli.history < 1 || cli.history > 1000000) {
+		fprintf(stderr, "segfs: -o workers= takes 1..64, -o queue= "
+		                "1..100000 and -o history= 1..1000000\n");
 		ret = 2;
 		goto out_args;
 	}
@@ -1649,6 +1656,7 @@ int main(int argc, char *argv[])
 	S.timeout = cli.timeout;
 	S.workers = cli.workers;
 	S.queue = cli.queue;
+	S.history = cli.history;
 	/* before the first segment is opened: see guard.h */
 	if (guard_install() != 0) {
 		fprintf(stderr, "segfs: sigaction: %s\n", strerror(errno));

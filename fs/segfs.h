@@ -121,6 +121,7 @@ struct segfs_state {
 	int sep; /* -1: flat directories */
 	double timeout;
 	unsigned workers, queue;
+	unsigned history; /* ended jobs control/status keeps */
 	/* live state */
 	pthread_mutex_t lock;  /* slot and snapshot births and deaths */
 	pthread_mutex_t publish; /* catalog changes, one at a time */

@@ -25,6 +25,7 @@ struct segfs_state S = {
     .timeout = 365.0 * 86400,
     .workers = 2,
     .queue = 16,
+    .history = 1024,
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .publish = PTHREAD_MUTEX_INITIALIZER,
 };

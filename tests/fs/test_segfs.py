@@ -1163,6 +1163,47 @@ def test_cancel(tmp):
     check_clean(d, "after SIGTERM during a merge")
 
 
+def test_history(tmp):
+    """-o history=N: control/status keeps the last N jobs to end and every
+    unfinished one, so that a script retrying a bad request forever does
+    not grow segfs without bound; a dropped job's number is unknown to
+    control/wait/ and cancel."""
+    d = os.path.join(tmp, "history")
+    os.mkdir(d)
+    view = stack(d, 4, 200000, random.Random(4))
+    m = Mount(d, "workers=1", "history=3")
+    try:
+        check(request(m, b"merge s0.seg s1.seg s2.seg\n") == 0, "big merge")
+        check(request(m, b"merge s3.seg\n") == 0, "queued merge")
+        for i in range(5):  # jobs 3..7, each ended (rejected) at once
+            check(request(m, b"merge nosuch%d.seg\n" % i) == errno.ENOENT,
+                  "bad request %d" % i)
+        st = {j["id"]: j["state"] for j in status(m)}
+        check(sorted(st) == [1, 2, 5, 6, 7] and st[2] == "queued" and
+              st[1] in ("queued", "running"),
+              "the unfinished jobs and the last 3 ended: %r" % st)
+        expect_errno(lambda: read(m.path("control", "wait", "3")), [errno.ENOENT],
+                     "control/wait/ of a dropped job")
+        check(request(m, b"cancel 4\n") == errno.ENOENT and
+              status(m)[-1]["error"] == "no job 4", "cancel of a dropped job")
+        check(request(m, b"cancel 2\ncancel 1\n") == 0, "cancel both")
+        for job in (1, 2):
+            w = wait(m, job)
+            check(w["state"] == "cancelled", "job %d cancelled: %r" % (job, w))
+        st = {j["id"]: j["state"] for j in status(m)}
+        check(st == {1: "cancelled", 2: "cancelled", 8: "rejected"},
+              "the last 3 to end, in number order: %r" % st)
+        view_ok(m, view, "after")
+    finally:
+        m.close()
+    mnt = tempfile.mkdtemp(prefix="segfs-mnt-")
+    r = subprocess.run([SEGFS, "-f", "-o", "history=0", d, mnt],
+                       capture_output=True, timeout=30)
+    os.rmdir(mnt)
+    check(r.returncode == 2 and b"history= 1..1000000" in r.stderr,
+          "-o history=0 is refused: %r" % r.stderr)
+
+
 def test_kill_during_merge(tmp):
     """SIGKILL during a merge, at 8 moments; after each, a remount sees
     the old or the new generation, every segment verifies, no orphan."""
@@ -1629,7 +1670,7 @@ def main():
              test_merge_live, test_retired_readers, test_bad_requests,
              test_status_after_listing, test_truncated_segment,
              test_cut_while_opening,
-             test_random_requests, test_cancel, test_kill_during_merge,
+             test_random_requests, test_cancel, test_history, test_kill_during_merge,
              test_output_taken, test_recover_marks, test_enospc, test_external_change,
              test_fifo_catalog, test_read_only, test_mount_over_segdir,
              test_lock_unusable, test_lock_links]
