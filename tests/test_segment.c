@@ -79,6 +79,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -1934,6 +1935,123 @@ static void expect_misuse_refused(const char *dir, const kvs_writer_options *o,
 	expect_dir_empty(dir, m->what);
 }
 
+/* st must be KVS_OK; what, for the failure's message. */
+static void expect_ok(kvs_status st, const kvs_error *err, const char *what)
+{
+	EXPECT_ST(st, KVS_OK, "%s: %s", what, err->message);
+}
+
+/* An open writer: one record added (not yet finished). */
+static kvs_writer *writer_with_a_record(const char *path)
+{
+	kvs_writer *w = NULL;
+	kvs_error err = {0};
+	kvs_writer_options o = {0};
+	expect_ok(kvs_writer_open(&w, path, &o, &err), &err, "open");
+	expect_ok(kvs_writer_add(w, (const uint8_t *)"k", 8, KVS_KIND_VALUE,
+	                         (const uint8_t *)"v", 1, &err),
+	          &err, "add");
+	return w;
+}
+
+/*
+ * A segment replaces a regular file or a symbolic link at its path, and
+ * nothing else: a FIFO, a directory, a socket or a device there is refused
+ * (as root, "kvseg build /dev/null" would have replaced the device with a
+ * file), at the open and again at the rename, and stays as it was.
+ */
+static void test_writer_special_output(void **state)
+{
+	(void)state;
+	set_mode("%s", "default options");
+	char dir[PATH_MAX], p[PATH_MAX];
+	make_subdir(dir, "special_output");
+	struct {
+		const char *name, *kind;
+	} nodes[] = {{"fifo", "a FIFO"},
+	             {"adir", "a directory"},
+	             {"sock", "a socket"},
+	             {"null", "a character device"}};
+	for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
+		path_join(p, dir, nodes[i].name);
+		int rc = 0;
+		if (i == 0)
+			rc = mkfifo(p, 0644);
+		else if (i == 1)
+			rc = mkdir(p, 0755);
+		else if (i == 2)
+			rc = mknod(p, S_IFSOCK | 0644, 0);
+		else
+			rc = mknod(p, S_IFCHR | 0644, makedev(1, 3));
+		if (rc != 0 && i == 3 && errno == EPERM) {
+			printf("[          ] no character device case: mknod "
+			       "needs root\n");
+			continue;
+		}
+		assert_int_equal(rc, 0);
+		struct stat before, after;
+		assert_int_equal(lstat(p, &before), 0);
+		set_case("the output path is %s", nodes[i].kind);
+		kvs_writer *w = NULL;
+		kvs_error err = {0};
+		kvs_writer_options o = {0};
+		kvs_status st = kvs_writer_open(&w, p, &o, &err);
+		CHECK(w == NULL, "the open gave a writer");
+		CHECK_ST(st, KVS_E_IO, "%s", err.message);
+		char want[PATH_MAX + 64];
+		snprintf(want, sizeof want,
+		         "%s: is %s, which a segment would "
+		         "replace",
+		         p, nodes[i].kind);
+		CHECK(strstr(err.message, want) != NULL,
+		      "the message \"%s\" does not say \"%s\"", err.message,
+		      want);
+		assert_int_equal(lstat(p, &after), 0);
+		CHECK(after.st_mode == before.st_mode &&
+		          after.st_ino == before.st_ino &&
+		          after.st_rdev == before.st_rdev,
+		      "%s changed", nodes[i].name);
+		EXPECT_U64(dir_entries(dir, NULL, 0), i + 1,
+		           "entries (no temporary left)");
+	}
+
+	/* a FIFO that appears while the segment is written */
+	set_case("a FIFO made at the path after the open");
+	char late[PATH_MAX];
+	make_subdir(late, "special_output_late");
+	path_join(p, late, "out");
+	kvs_writer *w = writer_with_a_record(p);
+	assert_int_equal(mkfifo(p, 0644), 0);
+	kvs_error err = {0};
+	kvs_status st = kvs_writer_finish(w, &err);
+	CHECK_ST(st, KVS_E_IO, "finish: %s", err.message);
+	CHECK(strstr(err.message, ": is a FIFO, which a segment would "
+	                          "replace") != NULL,
+	      "finish's message \"%s\"", err.message);
+	kvs_writer_free(w);
+	struct stat sb;
+	CHECK(lstat(p, &sb) == 0 && S_ISFIFO(sb.st_mode), "the FIFO stays");
+	EXPECT_U64(dir_entries(late, NULL, 0), 1, "entries after the free");
+	assert_int_equal(unlink(p), 0);
+
+	/* a symbolic link is replaced itself (as by mv); what it names is
+	 * neither created nor written */
+	set_case("the output path is a symbolic link");
+	char target[PATH_MAX];
+	path_join(target, late, "target");
+	assert_int_equal(symlink(target, p), 0);
+	w = writer_with_a_record(p);
+	expect_ok(kvs_writer_finish(w, &err), &err, "finish over a link");
+	kvs_writer_free(w);
+	CHECK(lstat(p, &sb) == 0 && S_ISREG(sb.st_mode),
+	      "the link became the segment");
+	CHECK(lstat(target, &sb) != 0 && errno == ENOENT,
+	      "the link's target was created");
+	kvs_segment *seg = NULL;
+	expect_ok(kvs_segment_open(&seg, p, &err), &err, "open the segment");
+	kvs_segment_unref(seg);
+}
+
 static void test_writer_errors(void **state)
 {
 	(void)state;
@@ -3751,14 +3869,23 @@ int main(int argc, char **argv)
 	test_filter_from_argv(argc, argv);
 	g_seed = test_seed_from_env("test_segment", SEED);
 	const struct CMUnitTest tests[] = {
-	    TEST(test_key_compare),      TEST(test_format_example),
-	    TEST(test_round_trip),       TEST(test_long_keys),
-	    TEST(test_code_specs),       TEST(test_custom_codes),
-	    TEST(test_long_codes),       TEST(test_writer_errors),
-	    TEST(test_cursor),           TEST(test_misaligned),
-	    TEST(test_threads),          TEST(test_corrupt_envelope),
-	    TEST(test_corrupt_sections), TEST(test_corrupt_fields),
-	    TEST(test_crafted_fences),   TEST(test_corrupt_random),
+	    TEST(test_key_compare),
+	    TEST(test_format_example),
+	    TEST(test_round_trip),
+	    TEST(test_long_keys),
+	    TEST(test_code_specs),
+	    TEST(test_custom_codes),
+	    TEST(test_long_codes),
+	    TEST(test_writer_errors),
+	    TEST(test_writer_special_output),
+	    TEST(test_cursor),
+	    TEST(test_misaligned),
+	    TEST(test_threads),
+	    TEST(test_corrupt_envelope),
+	    TEST(test_corrupt_sections),
+	    TEST(test_corrupt_fields),
+	    TEST(test_crafted_fences),
+	    TEST(test_corrupt_random),
 	    TEST(test_truncate_extend),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -49,6 +49,33 @@ static kvs_status name_taken(kvs_writer *w, kvs_error *err)
 	                     w->path);
 }
 
+/* What a file of mode m is, for a message. */
+static const char *file_kind(mode_t m)
+{
+	return S_ISDIR(m)    ? "a directory"
+	       : S_ISFIFO(m) ? "a FIFO"
+	       : S_ISSOCK(m) ? "a socket"
+	       : S_ISCHR(m)  ? "a character device"
+	       : S_ISBLK(m)  ? "a block device"
+	                     : "not a regular file";
+}
+
+/*
+ * A segment replaces a regular file at its path, or a symbolic link (the
+ * link, not what it points to, as mv does), never anything else: as root,
+ * "kvseg build /dev/null" would otherwise replace the device with a file.
+ */
+static kvs_status check_replaceable(const char *path, kvs_error *err)
+{
+	struct stat sb;
+	if (lstat(path, &sb) < 0 || S_ISREG(sb.st_mode) || S_ISLNK(sb.st_mode))
+		return KVS_OK; /* absent (or unreadable: rename will say) */
+	return kvs_error_set(err, KVS_E_IO, /* as rename onto a directory */
+	                     "%s: is %s, which a segment would replace: "
+	                     "remove it first or write elsewhere",
+	                     path, file_kind(sb.st_mode));
+}
+
 /*
  * Moves the finished temporary file to w->path. With no_replace a file
  * already there stays and is reported: renameat2(RENAME_NOREPLACE)
@@ -64,6 +91,12 @@ static kvs_status publish_file(kvs_writer *w, bool no_replace,
 {
 	int rc;
 	if (!no_replace) {
+		/* again: something may have appeared since the open */
+		kvs_status st = check_replaceable(w->path, err);
+		if (st != KVS_OK) {
+			w->failed = true;
+			return st;
+		}
 		rc = rename(w->tmp_path, w->path);
 	} else {
 		rc = renameat2(AT_FDCWD, w->tmp_path, AT_FDCWD, w->path,
@@ -265,6 +298,11 @@ kvs_status kvs_writer_open(kvs_writer **out, const char *path,
 		kvs_writer_free(w);
 		return kvs_error_set(err, KVS_E_INVAL,
 		                     "%s: the path names a directory", path);
+	}
+	kvs_status ck = check_replaceable(path, err);
+	if (ck != KVS_OK) {
+		kvs_writer_free(w);
+		return ck;
 	}
 	w->fd = mkostemp(w->tmp_path, O_CLOEXEC);
 	if (w->fd < 0) {

@@ -23,6 +23,7 @@ import re
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -737,6 +738,13 @@ def test_bad_arguments():
         r = kvseg(*args)
         expect_error(r, 4, "a FIFO %r" % (args,), fifo + ": not a regular file")
     check(not os.path.exists(out), "no segment from a merge with a FIFO")
+    # Nor does a segment replace one (or a directory, or a device: as
+    # root, "kvseg build /dev/null" would have replaced the device).
+    for args in [("build", fifo), ("merge", fifo, seg)]:
+        r = kvseg(*args, stdin=b"a\t1\n")
+        expect_error(r, 4, "OUT a FIFO %r" % (args,),
+                     fifo + ": is a FIFO, which a segment would replace")
+        check(stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO stays %r" % (args,))
     os.unlink(fifo)
     # A closed stdin is an error, not an empty input.
     proc = subprocess.run([KVSEG, "build", out], stdin=None,
