@@ -620,6 +620,11 @@ static void *watch_main(void *arg)
 			const struct inotify_event *e = (void *)(buf + o);
 			if (e->len && !strcmp(e->name, KVS_CATALOG_FILE))
 				catalog = true;
+			/* the queue overflowed: CATALOG's event may be among
+			 * those lost, so reload (the same generation is a
+			 * no-op) */
+			if (e->mask & IN_Q_OVERFLOW)
+				catalog = true;
 			o += (ssize_t)(sizeof *e + e->len);
 		}
 		if (!catalog)

@@ -1498,6 +1498,44 @@ def test_fifo_catalog(tmp):
         m.close()
 
 
+def test_watch_overflow(tmp):
+    """Events lost to a full inotify queue (IN_Q_OVERFLOW) may include
+    CATALOG's: segfs then reloads, so a catalog changed meanwhile is
+    served. The queue is filled while segfs is stopped (SIGSTOP): writes
+    to two other files alternately (identical events in a row would be
+    merged), one more than the queue holds, then kvseg adds a segment."""
+    d = os.path.join(tmp, "overflow")
+    os.mkdir(d)
+    build(os.path.join(d, "a.seg"), [(b"k1", 16, b"old")], seq=1)
+    m = Mount(d)
+    fill = [os.path.join(d, "fill-a"), os.path.join(d, "fill-b")]
+    try:
+        check(read(m.path("view", "k1")) == b"old", "before")
+        build(os.path.join(d, "b.seg"), [(b"k1", 16, b"new")], seq=2)
+        time.sleep(0.2)  # its events read: not CATALOG's
+        with open("/proc/sys/fs/inotify/max_queued_events") as f:
+            limit = int(f.read())
+        os.kill(m.proc.pid, signal.SIGSTOP)
+        try:
+            for i in range(limit + 10):
+                with open(fill[i % 2], "wb") as f:
+                    f.write(b"x")
+            subprocess.run([KVSEG, "catalog", d, "add", "b.seg"], check=True,
+                           capture_output=True, timeout=60)
+        finally:
+            os.kill(m.proc.pid, signal.SIGCONT)
+        deadline = time.time() + 10
+        while time.time() < deadline and read(m.path("view", "k1")) != b"new":
+            time.sleep(0.02)
+        check(read(m.path("view", "k1")) == b"new",
+              "the change whose event was lost is served")
+        check(listdir(m.path("segments")) == [b"a.seg", b"b.seg"], "segments/ too")
+    finally:
+        m.close()
+        for f in fill:
+            os.unlink(f)
+
+
 def test_read_only(tmp):
     """A directory that cannot be written (a read-only bind mount), with a
     catalog and without: kvseg catalog list and segfs show it as it is and
@@ -1672,7 +1710,7 @@ def main():
              test_cut_while_opening,
              test_random_requests, test_cancel, test_history, test_kill_during_merge,
              test_output_taken, test_recover_marks, test_enospc, test_external_change,
-             test_fifo_catalog, test_read_only, test_mount_over_segdir,
+             test_fifo_catalog, test_watch_overflow, test_read_only, test_mount_over_segdir,
              test_lock_unusable, test_lock_links]
     with tempfile.TemporaryDirectory(prefix="segfs-test-") as tmp:
         for t in tests:
