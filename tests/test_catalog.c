@@ -2119,8 +2119,30 @@ static void test_read_only(void **state)
 	assert_int_equal(chmod(g_tmp, 0700), 0);
 }
 
-/* ---- the program ----------------------------------------------------------
- */
+typedef struct fifo_lock_case {
+	const char *dir;
+	int read_only; /* as another user, with KVS_CATALOG_MAY_READ_ONLY */
+} fifo_lock_case;
+
+/* kvs_catalog_open(_flags) in a child an alarm ends if it blocks. */
+static void fifo_lock_child(int fd, const void *ctx)
+{
+	const fifo_lock_case *fc = ctx;
+	fifo_result r;
+	memset(&r, 0, sizeof r);
+	alarm(10);
+	if (fc->read_only)
+		lose_write(fc->dir);
+	kvs_catalog *c = NULL;
+	r.open_st = kvs_catalog_open_flags(
+	    &c, fc->dir, fc->read_only ? KVS_CATALOG_MAY_READ_ONLY : 0,
+	    &r.open_err);
+	r.opened = c != NULL;
+	r.count = c ? kvs_catalog_count(c) : 0;
+	if (write(fd, &r, sizeof r) != (ssize_t)sizeof r)
+		_exit(4);
+	_exit(0);
+}
 
 /*
  * A symbolic link in CATALOG.lock's place: an open must neither create nor
@@ -2184,7 +2206,28 @@ static void test_lock_file_link(void **state)
 	CHECK(lstat(lock, &sb) == 0 && S_ISREG(sb.st_mode),
 	      "CATALOG.lock is a regular file");
 	kvs_catalog_close(c);
+
+	/* a FIFO there locks as a file does; a read-only open, which
+	 * opens it for reading, does not wait for a writer */
+	assert_int_equal(unlink(lock), 0);
+	assert_int_equal(mkfifo(lock, 0644), 0);
+	g_seq = "CATALOG.lock a FIFO";
+	for (int ro = 0; ro < 2; ro++) {
+		g_mode = ro ? "a read-only open (a child killed by SIGALRM "
+		              "blocked)"
+		            : "a writable open";
+		fifo_lock_case flc = {dir, ro};
+		fifo_result r;
+		run_child(fifo_lock_child, &flc, &r, sizeof r);
+		CHECK(r.opened, "the open failed: %s", r.open_err.message);
+		EXPECT_U64(r.count, 1, "segments of the catalog read");
+	}
+	g_mode = "";
+	assert_int_equal(unlink(lock), 0);
 }
+
+/* ---- the program ----------------------------------------------------------
+ */
 
 static int group_setup(void **state)
 {
