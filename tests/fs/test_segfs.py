@@ -411,6 +411,46 @@ libc.telldir.restype = ctypes.c_long
 libc.telldir.argtypes = [ctypes.c_void_p]
 libc.seekdir.argtypes = [ctypes.c_void_p, ctypes.c_long]
 libc.closedir.argtypes = [ctypes.c_void_p]
+libc.dirfd.argtypes = [ctypes.c_void_p]
+
+
+def drop_dir_cache(dp):
+    """Drops the kernel's cached listing of the open directory dp (segfs
+    lets the kernel cache listings), so that readdir after a seekdir asks
+    segfs to find the position."""
+    os.posix_fadvise(libc.dirfd(dp), 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+def check_seekdir(path, rng, seeks):
+    """telldir before each entry of a whole readdir walk; then, with the
+    kernel's cached listing dropped, seekdir to random ones must give that
+    entry and the next. Returns the walk's names."""
+    dp = libc.opendir(path)
+    check(dp is not None, "opendir %r" % path)
+    names, marks = [], []
+    while True:
+        mark = libc.telldir(dp)
+        e = libc.readdir(dp)
+        if not e:
+            break
+        names.append(e.contents.d_name)
+        marks.append(mark)
+    drop_dir_cache(dp)
+    bad = []
+    for _ in range(seeks):
+        i = rng.randrange(len(names))
+        libc.seekdir(dp, marks[i])
+        got = []
+        for _ in range(2):
+            e = libc.readdir(dp)
+            got.append(e.contents.d_name if e else None)
+        want = (names[i:i + 2] + [None])[:2]
+        if got != want:
+            bad.append((i, got, want))
+    libc.closedir(dp)
+    check(not bad, "%r: seekdir, uncached: %d wrong, first %r" % (
+        path, len(bad), bad[:1]))
+    return names
 
 
 def test_large(tmp):
@@ -454,6 +494,7 @@ def test_large(tmp):
                 check(got == names[at:at + 3000],
                       "%s: seekdir to entry %d resumes exactly" % ("/".join(where), at))
             libc.closedir(dp)
+            check_seekdir(m.path(*where), random.Random(6), 200)
         for k in random.Random(5).sample(keys, 200):
             check(read(m.path("view", name_of(k, len(k) * 8))) ==
                   (b"b" if k in set(newer) else b"a"), "view value %r" % k)
@@ -561,6 +602,108 @@ def test_sep(tmp):
               "sep applies to segments/")
         check(listdir(m.path("segments", "a.seg", "users", "1")) == [b"mail", b"name"],
               "segments/a.seg/users/1")
+    finally:
+        m.close()
+
+
+def sep_listing(visible, prefix, sep=b"/"):
+    """The entries of directory `prefix` under -o sep, from the visible
+    (key, value) pairs in key order, per docs/USAGE.md: each next component
+    once, in the order of its first key; a key that is also a directory's
+    prefix is not listed beside it (it is DIR/%@). (name, is_dir) pairs."""
+    dirs = set()  # every prefix of a visible key that ends at a separator
+    for k, v in visible:
+        i = k.find(sep)
+        while i >= 0:
+            dirs.add(k[:i + 1])
+            i = k.find(sep, i + 1)
+    out = []
+    for k, v in visible:
+        if not k.startswith(prefix):
+            continue
+        rest = k[len(prefix):]
+        i = rest.find(sep)
+        if i >= 0:
+            e = (name_of(rest[:i], 8 * i), True)
+        elif k + sep in dirs:
+            continue  # shadowed by its directory
+        else:
+            e = (name_of(rest, 8 * len(rest)), False)
+        if not out or out[-1] != e:
+            out.append(e)
+    return out
+
+
+def test_many_dirs(tmp):
+    """-o sep with thousands of directories: complete listings across many
+    readdir replies (directories at their boundaries), directories that a
+    newer segment empties, and lookups of hashed names (a long key, a long
+    directory component) on a fresh mount, before any listing."""
+    d = os.path.join(tmp, "many-dirs")
+    os.mkdir(d)
+    old = {}
+    for i in range(6000):
+        old[b"dir%05d/x" % i] = b"x%d" % i
+        if i % 2 == 0:  # more below it: a seek must pass them all
+            old[b"dir%05d/y" % i] = b"y%d" % i
+            old[b"dir%05d/z/deep" % i] = b"z%d" % i
+        if i % 3 == 0:
+            old[b"dir%05d" % i] = b"self%d" % i  # dir%05d/%@
+        if i % 7 == 0:
+            old[b"file%05d" % i] = b"f%d" % i
+    long_file, long_dir = b"a" * 300, b"b" * 300
+    old[long_file] = b"long file"
+    old[long_dir + b"/inner"] = b"long dir"
+    build(os.path.join(d, "a.seg"), sorted((k, 8 * len(k), v) for k, v in old.items()),
+          seq=1)
+    # the newer segment deletes dir%05d/x for odd i % 11 == 0: the
+    # directory goes, and where dir%05d is a key too it is a file again
+    new = {b"dir%05d/x" % i: None for i in range(11, 6000, 22)}
+    new[b"dir00001/y"] = b"y"
+    build(os.path.join(d, "b.seg"), sorted((k, 8 * len(k), v) for k, v in new.items()),
+          seq=2)
+    view = dict(old)
+    view.update(new)
+    visible = sorted((k, v) for k, v in view.items() if v is not None)
+
+    m = Mount(d, "sep=/")
+    try:
+        # fresh: no listing has told the kernel these names
+        hf, hd = name_of(long_file, 2400), name_of(long_dir, 2400)
+        check(b"%#" in hf and b"%#" in hd, "the long names are hashed")
+        for where, want in (((b"view", hf), b"long file"),
+                            ((b"view", hd, b"inner"), b"long dir"),
+                            ((b"segments", b"a.seg", hd, b"inner"), b"long dir")):
+            try:
+                got = read(m.path(*where))
+            except OSError as e:
+                got = e
+            check(got == want, "cold lookup of %r: %r" % (b"/".join(where)[:40], got))
+        bad = hf[:-1] + (b"0" if hf[-1:] != b"0" else b"1")
+        expect_errno(lambda: os.stat(m.path("view", bad)), [errno.ENOENT],
+                     "a hashed name with another digest")
+        want = sep_listing(visible, b"")
+        for where in (("view",), ("segments", "a.seg")):
+            if where == ("view",):
+                w = want
+            else:
+                w = sep_listing(sorted(old.items()), b"")
+            with os.scandir(m.path(*where)) as it:
+                got = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+            check(got == w, "%s: %d entries vs %d, in order" % (
+                "/".join(where), len(got), len(w)))
+            names = check_seekdir(m.path(*where), random.Random(len(where)), 300)
+            check(names == [b".", b".."] + [n for n, isdir in w],
+                  "%s: readdir walk" % "/".join(where))
+        check(read(m.path("view", "dir00033")) == b"self33",
+              "a directory emptied by the newer segment is its key again")
+        expect_errno(lambda: os.stat(m.path("view", "dir00055")), [errno.ENOENT],
+                     "a directory emptied by the newer segment is gone")
+        check(listdir(m.path("view", "dir00003")) == [b"%@", b"x"], "dir00003")
+        check(listdir(m.path("view", "dir00006")) == [b"%@", b"x", b"y", b"z"],
+              "dir00006")
+        check(listdir(m.path("view", "dir00001")) == [b"x", b"y"], "dir00001")
+        check(read(m.path("view", "dir00003", "%@")) == b"self3", "dir00003/%@")
     finally:
         m.close()
 
@@ -1704,7 +1847,7 @@ def main():
         return 77
     only = sys.argv[3:]
     tests = [test_modes, test_names, test_mutations, test_large, test_threads,
-             test_sep, test_bad_segment, test_corrupt_body, test_signals,
+             test_sep, test_many_dirs, test_bad_segment, test_corrupt_body, test_signals,
              test_merge_live, test_retired_readers, test_bad_requests,
              test_status_after_listing, test_truncated_segment,
              test_cut_while_opening,
