@@ -367,17 +367,17 @@ static kvs_cursor *key_cursor(fuse_req_t req, fuse_ino_t ino)
  * for ever (the timeout), the control files never. */
 static double attr_timeout(fuse_ino_t ino)
 {
-	if (ino == INO_MERGE || ino_kind(ino) == K_WAIT)
-		return 0;
-	return S.timeout;
+	return ino == INO_MERGE ? 0 : S.timeout;
 }
 
 /* How long the kernel may keep a name: for ever (the timeout), but for
- * control/status, whose every lookup takes a new text (lookup_control). A
- * listing with attributes must not make the kernel keep its text. */
+ * control/status, whose every lookup takes a new text (lookup_control),
+ * and control/wait/ID (lookup_wait). A listing with attributes must not
+ * make the kernel keep its text. */
 static double entry_timeout(fuse_ino_t ino)
 {
-	return ino_kind(ino) == K_STATUS ? 0 : S.timeout;
+	enum ino_kind k = ino_kind(ino);
+	return k == K_STATUS || k == K_WAIT ? 0 : S.timeout;
 }
 
 static int do_getattr(fuse_ino_t ino, struct stat *st)
@@ -426,9 +426,10 @@ static int do_getattr(fuse_ino_t ino, struct stat *st)
 		return 0;
 	}
 	case K_WAIT:
-		if (!control_job_exists(low))
+		if (!control_job_exists(wait_job(ino)))
 			return ENOENT;
-		file_stat(st, ino, &S.dir_st, control_wait_size(low), 0444);
+		file_stat(st, ino, &S.dir_st, control_wait_size(wait_job(ino)),
+		          0444);
 		return 0;
 	case K_SEGDIR: {
 		slot *s = slot_get(low);
@@ -463,7 +464,7 @@ static void reply_entry_stat(fuse_req_t req, const struct stat *st)
 	e.ino = st->st_ino;
 	e.attr = *st;
 	e.attr_timeout = attr_timeout(e.ino);
-	e.entry_timeout = S.timeout;
+	e.entry_timeout = entry_timeout(e.ino);
 	ino_ref(e.ino, 1, true);
 	if (fuse_reply_entry(req, &e) != 0)
 		ino_ref(e.ino, 1, false);
@@ -628,6 +629,19 @@ static void lookup_control(fuse_req_t req, const char *name)
 	}
 }
 
+/*
+ * control/wait/ID: every lookup gives a new inode (the name is not cached),
+ * so that a reader's inode is its own. The read of a job that has not
+ * ended waits (control_wait) with the size the kernel was told, 4096, and
+ * its short reply makes the kernel cut the size to the line's length and
+ * zero the rest of the page, which the reader then does not see. It would
+ * see those zeros if the inode's attributes changed while it waited (the
+ * kernel then keeps the size it had): a lookup of the name or a getattr by
+ * another process would change them if they shared the inode. Their
+ * attributes are cached for good: an fstat does not change them either.
+ */
+static atomic_uint_fast64_t wait_serial;
+
 static void lookup_wait(fuse_req_t req, const char *name)
 {
 	char *end;
@@ -635,12 +649,12 @@ static void lookup_wait(fuse_req_t req, const char *name)
 	unsigned long long id = strtoull(name, &end, 10);
 	char canon[32];
 	snprintf(canon, sizeof canon, "%llu", id);
-	if (errno || *end || strcmp(canon, name) != 0 ||
+	if (errno || *end || strcmp(canon, name) != 0 || id > ORD_MASK ||
 	    !control_job_exists(id)) {
 		reply_negative(req, 0);
 		return;
 	}
-	reply_ino(req, make_ino(K_WAIT, id));
+	reply_ino(req, wait_ino(id, atomic_fetch_add(&wait_serial, 1)));
 }
 
 static GUARDED_FN void segfs_lookup(fuse_req_t req, fuse_ino_t parent,
@@ -792,7 +806,7 @@ segfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	case K_WAIT:
-		control_wait(req, ino_low(ino), size, off);
+		control_wait(req, wait_job(ino), size, off);
 		return;
 	case K_STATUS: {
 		size_t len;

@@ -56,7 +56,7 @@ enum ino_kind {
 	K_HINT = 5,    /* d_ino of a directory in a plain listing */
 	K_CATALOG = 7, /* control/catalog of one snapshot: its id */
 	K_VIEWDIR = 6, /* view/ (the current snapshot): its epoch */
-	K_WAIT = 8,    /* control/wait/ID: the job id */
+	K_WAIT = 8,    /* control/wait/ID as one lookup saw it (wait_ino) */
 	K_STATUS = 9,  /* control/status as one lookup saw it: its text id */
 };
 #define ORD_BITS 40
@@ -79,6 +79,17 @@ static inline uint64_t ino_low(fuse_ino_t ino)
 static inline uint64_t make_pos(uint32_t slot, uint64_t ord)
 {
 	return (uint64_t)slot << ORD_BITS | ord;
+}
+
+/* control/wait/ID of one lookup: bits 59..40 the lookup's serial (mod
+ * 2^20), 39..0 the job id (below 2^40: a trillion requests). */
+static inline fuse_ino_t wait_ino(uint64_t job, uint64_t serial)
+{
+	return make_ino(K_WAIT, (serial & (MAX_IDS - 1)) << ORD_BITS | job);
+}
+static inline uint64_t wait_job(fuse_ino_t ino)
+{
+	return ino_low(ino) & ORD_MASK;
 }
 
 /* view/'s inode: it serves the current snapshot, and gets a new number

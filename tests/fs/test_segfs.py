@@ -704,6 +704,25 @@ def test_many_dirs(tmp):
               "dir00006")
         check(listdir(m.path("view", "dir00001")) == [b"x", b"y"], "dir00001")
         check(read(m.path("view", "dir00003", "%@")) == b"self3", "dir00003/%@")
+        if os.geteuid() == 0:
+            # the kernel forgets the directories' inodes but the one held
+            # open; then they are looked up anew
+            held = os.open(m.path("view", "dir00006"), os.O_RDONLY | os.O_DIRECTORY)
+            with open("/proc/sys/vm/drop_caches", "w") as dc:
+                dc.write("2\n")
+            try:
+                got = sorted(os.listdir(held))
+            except OSError as e:
+                got = e
+            check(got == ["%@", "x", "y", "z"],
+                  "a directory held open across the kernel's forgetting: %r" % (got,))
+            os.close(held)
+            with os.scandir(m.path("view")) as it:
+                got = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+            check(got == want, "view/ after the kernel forgot its directories")
+            for i in (0, 6, 5998):
+                check(read(m.path("view", "dir%05d" % i, "z", "deep")) == b"z%d" % i,
+                      "dir%05d/z/deep after forgetting" % i)
     finally:
         m.close()
 
@@ -1306,6 +1325,57 @@ def test_cancel(tmp):
     check_clean(d, "after SIGTERM during a merge")
 
 
+def test_wait_interrupted(tmp):
+    """Readers of control/wait/ID wait while job ID runs: Ctrl-C ends one
+    at once (EINTR) and the job runs on; the others, though other processes
+    look the name up and stat it meanwhile, each read exactly the job's
+    final line (no zeros after it, as when the kernel kept a size it was
+    told before). The job is held running by this test's exclusive lock
+    on CATALOG.lock, which its publication waits for."""
+    d = os.path.join(tmp, "wait-intr")
+    os.mkdir(d)
+    view = stack(d, 2, 2000, random.Random(9))
+    m = Mount(d)
+    lock = os.open(os.path.join(d, "CATALOG.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        import fcntl
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        check(request(m, b"merge all\n") == 0, "the merge")
+        path = m.path("control", "wait", "1")
+        waiters = [subprocess.Popen(["cat", path], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE) for _ in range(3)]
+        waiters.append(subprocess.Popen(  # one byte a read
+            ["dd", b"if=" + path, "bs=1", "status=none"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        time.sleep(0.5)
+        for _ in range(2):  # another process looks and stats
+            subprocess.run(["stat", path], stdout=subprocess.DEVNULL)
+            os.stat(path)
+            time.sleep(0.2)
+        check(all(w.poll() is None for w in waiters), "the readers wait")
+        waiters[0].send_signal(signal.SIGINT)
+        try:
+            rc = waiters[0].wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            rc = "still waiting"
+        check(rc == -signal.SIGINT, "Ctrl-C ends a wait at once: %r" % rc)
+        check(status(m)[0]["state"] == "running" and
+              all(w.poll() is None for w in waiters[1:]),
+              "the job and the other readers go on: %r" % status(m)[0]["state"])
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        outs = [w.communicate(timeout=60) for w in waiters[1:]]
+        line = read(m.path("control", "status")).splitlines()[0] + b"\n"
+        check(json.loads(line)["state"] == "done", "the job: %r" % line)
+        for w, (out, err) in zip(waiters[1:], outs):
+            check(w.returncode == 0 and out == line,
+                  "a reader reads the final line: %r %r" % (out[:300], err))
+        check(os.stat(path).st_size == len(line), "the size of the final line")
+        view_ok(m, view, "after")
+    finally:
+        os.close(lock)
+        m.close()
+
+
 def test_history(tmp):
     """-o history=N: control/status keeps the last N jobs to end and every
     unfinished one, so that a script retrying a bad request forever does
@@ -1851,7 +1921,7 @@ def main():
              test_merge_live, test_retired_readers, test_bad_requests,
              test_status_after_listing, test_truncated_segment,
              test_cut_while_opening,
-             test_random_requests, test_cancel, test_history, test_kill_during_merge,
+             test_random_requests, test_cancel, test_wait_interrupted, test_history, test_kill_during_merge,
              test_output_taken, test_recover_marks, test_enospc, test_external_change,
              test_fifo_catalog, test_watch_overflow, test_read_only, test_mount_over_segdir,
              test_lock_unusable, test_lock_links]
