@@ -55,6 +55,7 @@ typedef struct waiter {
 	size_t size;
 	off_t off;
 	struct waiter *next;
+	bool attr; /* a getattr (control_wait_attr), else a read */
 } waiter;
 
 static struct {
@@ -280,29 +281,41 @@ bool control_job_exists(uint64_t id)
 	return yes;
 }
 
-uint64_t control_wait_size(uint64_t id)
+/* Under J.lock: the length of ended job j's final line. */
+static uint64_t final_len(const job *j)
+{
+	sbuf b = {0};
+	job_line(&b, j);
+	free(b.p);
+	return b.len;
+}
+
+uint64_t control_wait_size(uint64_t id, bool *ended_now)
 {
 	uint64_t size = 4096;
 	pthread_mutex_lock(&J.lock);
 	job *j = find_job(id);
-	if (j && ended(j)) {
-		sbuf b = {0};
-		job_line(&b, j);
-		size = b.len;
-		free(b.p);
-	}
+	*ended_now = j && ended(j);
+	if (*ended_now)
+		size = final_len(j);
 	pthread_mutex_unlock(&J.lock);
 	return size;
 }
 
-/* Under J.lock: the reply to a wait read of ended job j. */
-static void reply_wait(fuse_req_t req, const job *j, size_t size, off_t off)
+/* Under J.lock: the reply to waiter w of ended job j. */
+static void reply_wait(const waiter *w, const job *j)
 {
+	if (w->attr) {
+		struct stat st;
+		wait_stat(&st, j->id, final_len(j));
+		fuse_reply_attr(w->req, &st, wait_attr_timeout(ended(j)));
+		return;
+	}
 	sbuf b = {0};
 	job_line(&b, j);
-	size_t o = (uint64_t)off < b.len ? (size_t)off : b.len;
-	size_t n = b.len - o < size ? b.len - o : size;
-	fuse_reply_buf(req, b.p ? b.p + o : "", n);
+	size_t o = (uint64_t)w->off < b.len ? (size_t)w->off : b.len;
+	size_t n = b.len - o < w->size ? b.len - o : w->size;
+	fuse_reply_buf(w->req, b.p ? b.p + o : "", n);
 	free(b.p);
 }
 
@@ -321,7 +334,9 @@ static void wait_interrupted(fuse_req_t req, void *data)
 	pthread_mutex_unlock(&J.lock);
 }
 
-void control_wait(fuse_req_t req, uint64_t id, size_t size, off_t off)
+/* A read (attr false) or a getattr of control/wait/ID. */
+static void wait_for(fuse_req_t req, uint64_t id, size_t size, off_t off,
+                     bool attr)
 {
 	/* First, while no job end can reply to req: libfuse may call
 	 * wait_interrupted from here (it then finds no waiter), and a reply
@@ -331,19 +346,31 @@ void control_wait(fuse_req_t req, uint64_t id, size_t size, off_t off)
 	pthread_mutex_lock(&J.lock);
 	job *j = find_job(id);
 	int err = !j ? ENOENT : !w ? ENOMEM : 0;
-	if (!err && (ended(j) || J.stopping)) {
-		reply_wait(req, j, size, off);
-	} else if (!err && fuse_req_interrupted(req)) {
-		err = EINTR;
-	} else if (!err) {
-		*w = (waiter){req, id, size, off, J.waiters};
-		J.waiters = w;
-		w = NULL;
+	if (!err) {
+		*w = (waiter){req, id, size, off, J.waiters, attr};
+		if (ended(j) || J.stopping) {
+			reply_wait(w, j);
+		} else if (fuse_req_interrupted(req)) {
+			err = EINTR;
+		} else {
+			J.waiters = w;
+			w = NULL;
+		}
 	}
 	pthread_mutex_unlock(&J.lock);
 	free(w);
 	if (err)
 		fuse_reply_err(req, err);
+}
+
+void control_wait(fuse_req_t req, uint64_t id, size_t size, off_t off)
+{
+	wait_for(req, id, size, off, false);
+}
+
+void control_wait_attr(fuse_req_t req, uint64_t id)
+{
+	wait_for(req, id, 0, 0, true);
 }
 
 static void free_job(job *j);
@@ -405,7 +432,7 @@ static void end_job(job *j, enum job_state st)
 		if ((*w)->id == j->id) {
 			waiter *x = *w;
 			*w = x->next;
-			reply_wait(x->req, j, x->size, x->off);
+			reply_wait(x, j);
 			free(x);
 		} else {
 			w = &(*w)->next;

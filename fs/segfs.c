@@ -365,8 +365,18 @@ static kvs_cursor *key_cursor(fuse_req_t req, fuse_ino_t ino)
 
 /* How long the kernel may keep an inode's attributes: what never changes
  * for ever (the timeout), the control files never. */
+double wait_attr_timeout(bool ended)
+{
+	return ended ? S.timeout : 0;
+}
+
 static double attr_timeout(fuse_ino_t ino)
 {
+	if (ino_kind(ino) == K_WAIT) {
+		bool ended;
+		control_wait_size(wait_job(ino), &ended);
+		return wait_attr_timeout(ended);
+	}
 	return ino == INO_MERGE ? 0 : S.timeout;
 }
 
@@ -425,12 +435,14 @@ static int do_getattr(fuse_ino_t ino, struct stat *st)
 		file_stat(st, ino, &sn->st, sn->catalog_len, 0444);
 		return 0;
 	}
-	case K_WAIT:
+	case K_WAIT: {
+		bool ended;
 		if (!control_job_exists(wait_job(ino)))
 			return ENOENT;
-		file_stat(st, ino, &S.dir_st, control_wait_size(wait_job(ino)),
-		          0444);
+		file_stat(st, ino, &S.dir_st,
+		          control_wait_size(wait_job(ino), &ended), 0444);
 		return 0;
+	}
 	case K_SEGDIR: {
 		slot *s = slot_get(low);
 		if (!slot_alive(s))
@@ -631,14 +643,20 @@ static void lookup_control(fuse_req_t req, const char *name)
 
 /*
  * control/wait/ID: every lookup gives a new inode (the name is not cached),
- * so that a reader's inode is its own. The read of a job that has not
- * ended waits (control_wait) with the size the kernel was told, 4096, and
- * its short reply makes the kernel cut the size to the line's length and
- * zero the rest of the page, which the reader then does not see. It would
- * see those zeros if the inode's attributes changed while it waited (the
- * kernel then keeps the size it had): a lookup of the name or a getattr by
- * another process would change them if they shared the inode. Their
- * attributes are cached for good: an fstat does not change them either.
+ * so that a reader's inode is its own: nothing another process does (a
+ * lookup of the name, a stat) changes its attributes while it waits. Until
+ * the job has ended its size is 4096 and its attributes are not cached. A
+ * reader waits in one of two places:
+ * - a getattr with the open file (segfs_getattr), which the kernel sends
+ *   for an fstat and before it reads past the size it knows: it ends with
+ *   the final line's length (cached from then on), and any signal
+ *   interrupts it (EINTR);
+ * - a read (control_wait), when the kernel reads a page without asking
+ *   first (dd's one-byte reads): the kernel waits for it as for any page,
+ *   so that only a fatal signal ends the wait. The short reply makes the
+ *   kernel cut the size to the line's length and zero the rest of the
+ *   page, which the reader then does not see — provided the inode's
+ *   attributes did not change meanwhile, hence an inode of its own.
  */
 static atomic_uint_fast64_t wait_serial;
 
@@ -749,10 +767,20 @@ static void segfs_forget_multi(fuse_req_t req, size_t count,
 	fuse_reply_none(req);
 }
 
+void wait_stat(struct stat *st, uint64_t id, uint64_t size)
+{
+	file_stat(st, wait_ino(id, 0), &S.dir_st, size, 0444);
+}
+
 static GUARDED_FN void
 segfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)fi;
+	/* with an open file (an fstat, or the kernel before it reads past
+	 * the size it knows): wait for the job (lookup_wait) */
+	if (fi && ino_kind(ino) == K_WAIT) {
+		control_wait_attr(req, wait_job(ino));
+		return;
+	}
 	struct stat st;
 	int err = do_getattr(ino, &st);
 	if (err)

@@ -1327,7 +1327,8 @@ def test_cancel(tmp):
 
 def test_wait_interrupted(tmp):
     """Readers of control/wait/ID wait while job ID runs: Ctrl-C ends one
-    at once (EINTR) and the job runs on; the others, though other processes
+    at once, and reaches the handler of another (EINTR), and the job runs
+    on; the others, though other processes
     look the name up and stat it meanwhile, each read exactly the job's
     final line (no zeros after it, as when the kernel kept a size it was
     told before). The job is held running by this test's exclusive lock
@@ -1347,6 +1348,11 @@ def test_wait_interrupted(tmp):
         waiters.append(subprocess.Popen(  # one byte a read
             ["dd", b"if=" + path, "bs=1", "status=none"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        handled = subprocess.Popen(  # a reader that handles SIGINT
+            [sys.executable, "-c", "import sys\ntry:\n"
+             "    open(sys.argv[1], 'rb').read()\n"
+             "except KeyboardInterrupt:\n    print('interrupted')\n", path],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         time.sleep(0.5)
         for _ in range(2):  # another process looks and stats
             subprocess.run(["stat", path], stdout=subprocess.DEVNULL)
@@ -1359,6 +1365,15 @@ def test_wait_interrupted(tmp):
         except subprocess.TimeoutExpired:
             rc = "still waiting"
         check(rc == -signal.SIGINT, "Ctrl-C ends a wait at once: %r" % rc)
+        handled.send_signal(signal.SIGINT)
+        try:
+            out, err = handled.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            handled.kill()
+            out, err = handled.communicate()
+            out = b"still waiting"
+        check(out == b"interrupted\n", "Ctrl-C reaches a reader's handler at "
+              "once (EINTR): %r %r" % (out, err[-300:]))
         check(status(m)[0]["state"] == "running" and
               all(w.poll() is None for w in waiters[1:]),
               "the job and the other readers go on: %r" % status(m)[0]["state"])
