@@ -55,7 +55,8 @@ typedef struct waiter {
 	size_t size;
 	off_t off;
 	struct waiter *next;
-	bool attr; /* a getattr (control_wait_attr), else a read */
+	bool attr;    /* a getattr (control_wait_attr), else a read */
+	uint64_t ino; /* a getattr's inode */
 } waiter;
 
 static struct {
@@ -307,7 +308,7 @@ static void reply_wait(const waiter *w, const job *j)
 {
 	if (w->attr) {
 		struct stat st;
-		wait_stat(&st, j->id, final_len(j));
+		wait_stat(&st, w->ino, final_len(j));
 		fuse_reply_attr(w->req, &st, wait_attr_timeout(ended(j)));
 		return;
 	}
@@ -334,9 +335,9 @@ static void wait_interrupted(fuse_req_t req, void *data)
 	pthread_mutex_unlock(&J.lock);
 }
 
-/* A read (attr false) or a getattr of control/wait/ID. */
+/* A read (attr_ino 0) or a getattr of control/wait/ID (its inode). */
 static void wait_for(fuse_req_t req, uint64_t id, size_t size, off_t off,
-                     bool attr)
+                     uint64_t attr_ino)
 {
 	/* First, while no job end can reply to req: libfuse may call
 	 * wait_interrupted from here (it then finds no waiter), and a reply
@@ -347,7 +348,13 @@ static void wait_for(fuse_req_t req, uint64_t id, size_t size, off_t off,
 	job *j = find_job(id);
 	int err = !j ? ENOENT : !w ? ENOMEM : 0;
 	if (!err) {
-		*w = (waiter){req, id, size, off, J.waiters, attr};
+		*w = (waiter){.req = req,
+		              .id = id,
+		              .size = size,
+		              .off = off,
+		              .next = J.waiters,
+		              .attr = attr_ino != 0,
+		              .ino = attr_ino};
 		if (ended(j) || J.stopping) {
 			reply_wait(w, j);
 		} else if (fuse_req_interrupted(req)) {
@@ -365,12 +372,12 @@ static void wait_for(fuse_req_t req, uint64_t id, size_t size, off_t off,
 
 void control_wait(fuse_req_t req, uint64_t id, size_t size, off_t off)
 {
-	wait_for(req, id, size, off, false);
+	wait_for(req, id, size, off, 0);
 }
 
-void control_wait_attr(fuse_req_t req, uint64_t id)
+void control_wait_attr(fuse_req_t req, uint64_t id, uint64_t ino)
 {
-	wait_for(req, id, 0, 0, true);
+	wait_for(req, id, 0, 0, ino);
 }
 
 static void free_job(job *j);

@@ -439,8 +439,7 @@ static int do_getattr(fuse_ino_t ino, struct stat *st)
 		bool ended;
 		if (!control_job_exists(wait_job(ino)))
 			return ENOENT;
-		file_stat(st, ino, &S.dir_st,
-		          control_wait_size(wait_job(ino), &ended), 0444);
+		wait_stat(st, ino, control_wait_size(wait_job(ino), &ended));
 		return 0;
 	}
 	case K_SEGDIR: {
@@ -648,15 +647,19 @@ static void lookup_control(fuse_req_t req, const char *name)
  * the job has ended its size is 4096 and its attributes are not cached. A
  * reader waits in one of two places:
  * - a getattr with the open file (segfs_getattr), which the kernel sends
- *   for an fstat and before it reads past the size it knows: it ends with
- *   the final line's length (cached from then on), and any signal
- *   interrupts it (EINTR);
+ *   before it reads past the size it knows: it ends with the final line's
+ *   length (cached from then on), and any signal interrupts it (EINTR).
+ *   (A getattr without the file, a stat or fstat, is answered at once.
+ *   Should one of the reader's inode be answered while it waits, the
+ *   kernel drops the waiting reply's size, keeps 4096 and reads the page:
+ *   as below, its size is then cut.);
  * - a read (control_wait), when the kernel reads a page without asking
  *   first (dd's one-byte reads): the kernel waits for it as for any page,
  *   so that only a fatal signal ends the wait. The short reply makes the
  *   kernel cut the size to the line's length and zero the rest of the
  *   page, which the reader then does not see — provided the inode's
- *   attributes did not change meanwhile, hence an inode of its own.
+ *   attributes did not change meanwhile, hence an inode of its own (only
+ *   an fstat of the reader's own file could change them).
  */
 static atomic_uint_fast64_t wait_serial;
 
@@ -767,18 +770,18 @@ static void segfs_forget_multi(fuse_req_t req, size_t count,
 	fuse_reply_none(req);
 }
 
-void wait_stat(struct stat *st, uint64_t id, uint64_t size)
+void wait_stat(struct stat *st, uint64_t ino, uint64_t size)
 {
-	file_stat(st, wait_ino(id, 0), &S.dir_st, size, 0444);
+	file_stat(st, ino, &S.dir_st, size, 0444);
 }
 
 static GUARDED_FN void
 segfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	/* with an open file (an fstat, or the kernel before it reads past
-	 * the size it knows): wait for the job (lookup_wait) */
+	/* with the open file (the kernel before it reads past the size it
+	 * knows): wait for the job (lookup_wait) */
 	if (fi && ino_kind(ino) == K_WAIT) {
-		control_wait_attr(req, wait_job(ino));
+		control_wait_attr(req, wait_job(ino), ino);
 		return;
 	}
 	struct stat st;

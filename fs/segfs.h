@@ -235,14 +235,14 @@ bool control_job_exists(uint64_t id);
 /* Replies to a read of control/wait/ID now if the job has ended, or
  * when it does (or EINTR when interrupted). */
 void control_wait(fuse_req_t req, uint64_t id, size_t size, off_t off);
-/* The same for a getattr of an open control/wait/ID: its attributes
- * (wait_stat) once the job has ended. */
-void control_wait_attr(fuse_req_t req, uint64_t id);
+/* The same for a getattr of an open control/wait/ID, inode ino: its
+ * attributes (wait_stat) once the job has ended. */
+void control_wait_attr(fuse_req_t req, uint64_t id, uint64_t ino);
 /* control/wait/ID's size: its final line's length once ended, else 4096;
  * *ended whether it has. */
 uint64_t control_wait_size(uint64_t id, bool *ended);
 /* control/wait/ID's attributes, and their timeout (segfs.c). */
-void wait_stat(struct stat *st, uint64_t id, uint64_t size);
+void wait_stat(struct stat *st, uint64_t ino, uint64_t size);
 double wait_attr_timeout(bool ended);
 
 int kvs_errno(kvs_status st);
