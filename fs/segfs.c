@@ -363,13 +363,14 @@ static kvs_cursor *key_cursor(fuse_req_t req, fuse_ino_t ino)
 	return err ? NULL : c;
 }
 
-/* How long the kernel may keep an inode's attributes: what never changes
- * for ever (the timeout), the control files never. */
+/* control/wait/ID's: not cached until its job has ended (lookup_wait). */
 double wait_attr_timeout(bool ended)
 {
 	return ended ? S.timeout : 0;
 }
 
+/* How long the kernel may keep an inode's attributes: what never changes
+ * for ever (the timeout), control/merge never. */
 static double attr_timeout(fuse_ino_t ino)
 {
 	if (ino_kind(ino) == K_WAIT) {
@@ -649,10 +650,10 @@ static void lookup_control(fuse_req_t req, const char *name)
  * - a getattr with the open file (segfs_getattr), which the kernel sends
  *   before it reads past the size it knows: it ends with the final line's
  *   length (cached from then on), and any signal interrupts it (EINTR).
- *   (A getattr without the file, a stat or fstat, is answered at once.
- *   Should one of the reader's inode be answered while it waits, the
- *   kernel drops the waiting reply's size, keeps 4096 and reads the page:
- *   as below, its size is then cut.);
+ *   A getattr without the file (stat, fstat) is answered at once; should
+ *   one of the reader's own inode be answered while it waits, the kernel
+ *   drops the size the waiting reply brings, keeps 4096 and reads the
+ *   page, whose short reply then cuts the size as below;
  * - a read (control_wait), when the kernel reads a page without asking
  *   first (dd's one-byte reads): the kernel waits for it as for any page,
  *   so that only a fatal signal ends the wait. The short reply makes the
