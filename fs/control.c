@@ -55,8 +55,7 @@ typedef struct waiter {
 	size_t size;
 	off_t off;
 	struct waiter *next;
-	bool attr;    /* a getattr (control_wait_attr), else a read */
-	uint64_t ino; /* a getattr's inode */
+	uint64_t ino; /* a getattr's inode (control_wait_attr); 0: a read */
 } waiter;
 
 static struct {
@@ -291,13 +290,12 @@ static uint64_t final_len(const job *j)
 	return b.len;
 }
 
-uint64_t control_wait_size(uint64_t id, bool *ended_now)
+uint64_t control_wait_size(uint64_t id)
 {
 	uint64_t size = 4096;
 	pthread_mutex_lock(&J.lock);
 	job *j = find_job(id);
-	*ended_now = j && ended(j);
-	if (*ended_now)
+	if (j && ended(j))
 		size = final_len(j);
 	pthread_mutex_unlock(&J.lock);
 	return size;
@@ -306,10 +304,10 @@ uint64_t control_wait_size(uint64_t id, bool *ended_now)
 /* Under J.lock: the reply to waiter w of ended job j. */
 static void reply_wait(const waiter *w, const job *j)
 {
-	if (w->attr) {
+	if (w->ino) {
 		struct stat st;
 		wait_stat(&st, w->ino, final_len(j));
-		fuse_reply_attr(w->req, &st, wait_attr_timeout(ended(j)));
+		fuse_reply_attr(w->req, &st, 0);
 		return;
 	}
 	sbuf b = {0};
@@ -353,7 +351,6 @@ static void wait_for(fuse_req_t req, uint64_t id, size_t size, off_t off,
 		              .size = size,
 		              .off = off,
 		              .next = J.waiters,
-		              .attr = attr_ino != 0,
 		              .ino = attr_ino};
 		if (ended(j) || J.stopping) {
 			reply_wait(w, j);

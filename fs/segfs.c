@@ -363,22 +363,13 @@ static kvs_cursor *key_cursor(fuse_req_t req, fuse_ino_t ino)
 	return err ? NULL : c;
 }
 
-/* control/wait/ID's: not cached until its job has ended (lookup_wait). */
-double wait_attr_timeout(bool ended)
-{
-	return ended ? S.timeout : 0;
-}
-
 /* How long the kernel may keep an inode's attributes: what never changes
- * for ever (the timeout), control/merge never. */
+ * for ever (the timeout), the control files never. */
 static double attr_timeout(fuse_ino_t ino)
 {
-	if (ino_kind(ino) == K_WAIT) {
-		bool ended;
-		control_wait_size(wait_job(ino), &ended);
-		return wait_attr_timeout(ended);
-	}
-	return ino == INO_MERGE ? 0 : S.timeout;
+	if (ino == INO_MERGE || ino_kind(ino) == K_WAIT)
+		return 0;
+	return S.timeout;
 }
 
 /* How long the kernel may keep a name: for ever (the timeout), but for
@@ -436,13 +427,11 @@ static int do_getattr(fuse_ino_t ino, struct stat *st)
 		file_stat(st, ino, &sn->st, sn->catalog_len, 0444);
 		return 0;
 	}
-	case K_WAIT: {
-		bool ended;
+	case K_WAIT:
 		if (!control_job_exists(wait_job(ino)))
 			return ENOENT;
-		wait_stat(st, ino, control_wait_size(wait_job(ino), &ended));
+		wait_stat(st, ino, control_wait_size(wait_job(ino)));
 		return 0;
-	}
 	case K_SEGDIR: {
 		slot *s = slot_get(low);
 		if (!slot_alive(s))
@@ -645,11 +634,11 @@ static void lookup_control(fuse_req_t req, const char *name)
  * control/wait/ID: every lookup gives a new inode (the name is not cached),
  * so that a reader's inode is its own: nothing another process does (a
  * lookup of the name, a stat) changes its attributes while it waits. Until
- * the job has ended its size is 4096 and its attributes are not cached. A
+ * the job has ended its size is 4096; its attributes are never cached. A
  * reader waits in one of two places:
  * - a getattr with the open file (segfs_getattr), which the kernel sends
  *   before it reads past the size it knows: it ends with the final line's
- *   length (cached from then on), and any signal interrupts it (EINTR).
+ *   length, and any signal interrupts it (EINTR).
  *   A getattr without the file (stat, fstat) is answered at once; should
  *   one of the reader's own inode be answered while it waits, the kernel
  *   drops the size the waiting reply brings, keeps 4096 and reads the

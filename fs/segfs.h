@@ -238,12 +238,10 @@ void control_wait(fuse_req_t req, uint64_t id, size_t size, off_t off);
 /* The same for a getattr of an open control/wait/ID, inode ino: its
  * attributes (wait_stat) once the job has ended. */
 void control_wait_attr(fuse_req_t req, uint64_t id, uint64_t ino);
-/* control/wait/ID's size: its final line's length once ended, else 4096;
- * *ended whether it has. */
-uint64_t control_wait_size(uint64_t id, bool *ended);
-/* control/wait/ID's attributes, and their timeout (segfs.c). */
+/* control/wait/ID's size: its final line's length once ended, else 4096. */
+uint64_t control_wait_size(uint64_t id);
+/* control/wait/ID's attributes at that size (segfs.c). */
 void wait_stat(struct stat *st, uint64_t ino, uint64_t size);
-double wait_attr_timeout(bool ended);
 
 int kvs_errno(kvs_status st);
 const char *mode_name(kvs_profile p, kvs_framing f);

@@ -10,6 +10,7 @@ Skips (exit 77) only where /dev/fuse is missing.
 """
 import ctypes
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -1339,7 +1340,6 @@ def test_wait_interrupted(tmp):
     m = Mount(d)
     lock = os.open(os.path.join(d, "CATALOG.lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        import fcntl
         fcntl.flock(lock, fcntl.LOCK_EX)
         check(request(m, b"merge all\n") == 0, "the merge")
         path = m.path("control", "wait", "1")
