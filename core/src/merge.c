@@ -34,6 +34,31 @@
 #define NO_SLP
 #endif
 
+/*
+ * The merge loops are specialized for each mode by inlining the readers and
+ * the writer into them (SPECIALIZED functions, FLATTEN loops): several of
+ * them are 60-100 KB of code, and merge.c takes half a minute to compile at
+ * -O3 and two and a half minutes under AddressSanitizer. Builds with a
+ * sanitizer test the code, not its speed: there both attributes are left
+ * out, which keeps the same source and the same checks and compiles merge.c
+ * in seconds. GCC says that AddressSanitizer or ThreadSanitizer is on
+ * with __SANITIZE_*__, clang with __has_feature.
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define KVS_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define KVS_SANITIZED 1
+#endif
+#endif
+#ifdef KVS_SANITIZED
+#define SPECIALIZED inline
+#define FLATTEN
+#else
+#define SPECIALIZED inline __attribute__((always_inline))
+#define FLATTEN     __attribute__((flatten))
+#endif
+
 #define PROGRESS_EVERY 65536 /* input records between progress calls */
 
 typedef struct merge {
@@ -138,8 +163,8 @@ static __attribute__((noinline)) kvs_status report_progress(merge *m,
 
 /* Moves input i to its next record, counting and reporting progress
  * (unless !count: the caller counts, and has no progress callback). */
-static inline __attribute__((always_inline)) kvs_status
-advance_counted(merge *m, size_t i, int in, bool count)
+static SPECIALIZED kvs_status advance_counted(merge *m, size_t i, int in,
+                                              bool count)
 {
 	kvs_cursor *c = m->cur[i];
 	kvs_status st =
@@ -156,8 +181,7 @@ advance_counted(merge *m, size_t i, int in, bool count)
 	return KVS_OK;
 }
 
-static inline __attribute__((always_inline)) kvs_status
-advance_with(merge *m, size_t i, int in)
+static SPECIALIZED kvs_status advance_with(merge *m, size_t i, int in)
 {
 	return advance_counted(m, i, in, true);
 }
@@ -167,9 +191,10 @@ advance_with(merge *m, size_t i, int in)
  * the output's (see seg_writer_add_read); known_lcp the record's LCP with
  * the last output key, if known (seg_writer_add_known); bit_keep: the
  * inputs are bit-profile and this is no strong delete. */
-static inline __attribute__((always_inline)) kvs_status
-emit_known(merge *m, size_t i, kvs_profile profile, const seg_field *fields,
-           uint64_t known_lcp, bool bit_keep)
+static SPECIALIZED kvs_status emit_known(merge *m, size_t i,
+                                         kvs_profile profile,
+                                         const seg_field *fields,
+                                         uint64_t known_lcp, bool bit_keep)
 {
 	kvs_cursor *c = m->cur[i];
 	kvs_kind kind = c->kind;
@@ -196,8 +221,8 @@ emit_known(merge *m, size_t i, kvs_profile profile, const seg_field *fields,
 	return st;
 }
 
-static inline __attribute__((always_inline)) kvs_status
-emit_with(merge *m, size_t i, kvs_profile profile, const seg_field *fields)
+static SPECIALIZED kvs_status emit_with(merge *m, size_t i, kvs_profile profile,
+                                        const seg_field *fields)
 {
 	return emit_known(m, i, profile, fields, SEG_LCP_UNKNOWN, false);
 }
@@ -210,8 +235,7 @@ emit_with(merge *m, size_t i, kvs_profile profile, const seg_field *fields)
  * it is trusted only when K follows P with it: K has a 1 there, where P
  * ends or has a 0. (When c is at its end, the value is never used.)
  */
-static inline __attribute__((always_inline)) uint64_t
-field_lcp(const kvs_writer *w, const kvs_cursor *c)
+static SPECIALIZED uint64_t field_lcp(const kvs_writer *w, const kvs_cursor *c)
 {
 	/* lcp is at most P's length (the decoder checks it), so both bytes
 	 * lie in their buffers, which have 8 bytes past a key to spare */
@@ -229,17 +253,17 @@ field_lcp(const kvs_writer *w, const kvs_cursor *c)
  * the winner changes most rounds in the usual merge. */
 #define LCP_FIELD (UINT64_MAX - 1)
 
-static inline __attribute__((always_inline)) uint64_t
-lcp_of(const kvs_writer *w, const kvs_cursor *c, uint64_t l)
+static SPECIALIZED uint64_t lcp_of(const kvs_writer *w, const kvs_cursor *c,
+                                   uint64_t l)
 {
 	return l == LCP_FIELD ? field_lcp(w, c) : l;
 }
 
 /* Writes input i's record, whose LCP with the last output key is lcp
  * (or SEG_LCP_UNKNOWN), and moves the input on. */
-static inline __attribute__((always_inline)) kvs_status
-take(merge *m, size_t i, int in, kvs_profile profile, const seg_field *fields,
-     uint64_t lcp, bool track, bool count)
+static SPECIALIZED kvs_status take(merge *m, size_t i, int in,
+                                   kvs_profile profile, const seg_field *fields,
+                                   uint64_t lcp, bool track, bool count)
 {
 	kvs_status st = emit_known(m, i, profile, fields, lcp, track);
 	return st == KVS_OK ? advance_counted(m, i, in, count) : st;
@@ -254,9 +278,10 @@ take(merge *m, size_t i, int in, kvs_profile profile, const seg_field *fields,
  * field_lcp (LCP_FIELD until then). Without count (no progress callback)
  * the loop counts no input record: the cursors' ordinals do at the end.
  */
-static inline __attribute__((always_inline)) kvs_status
-merge_two_track(merge *m, int in, kvs_profile profile,
-                const seg_field *fields, bool track, bool count)
+static SPECIALIZED kvs_status merge_two_track(merge *m, int in,
+                                              kvs_profile profile,
+                                              const seg_field *fields,
+                                              bool track, bool count)
 {
 	kvs_cursor *a = m->cur[0], *b = m->cur[1];
 	const kvs_writer *w = m->w;
@@ -309,8 +334,9 @@ merge_two_track(merge *m, int in, kvs_profile profile,
 	return st;
 }
 
-static inline __attribute__((always_inline)) kvs_status
-merge_two_with(merge *m, int in, kvs_profile profile, const seg_field *fields)
+static SPECIALIZED kvs_status merge_two_with(merge *m, int in,
+                                             kvs_profile profile,
+                                             const seg_field *fields)
 {
 	return merge_two_track(m, in, profile, fields, false, true);
 }
@@ -321,12 +347,12 @@ merge_two_with(merge *m, int in, kvs_profile profile, const seg_field *fields)
  * otherwise stop inlining the reader's and the writer's small helpers
  * into so large a loop, and pass their state through memory.
  */
-__attribute__((flatten)) static kvs_status merge_two_byte(merge *m)
+FLATTEN static kvs_status merge_two_byte(merge *m)
 {
 	return merge_two_with(m, IN_BYTE, KVS_PROFILE_BYTE, seg_default_fields);
 }
 
-__attribute__((flatten)) static kvs_status merge_two_bit(merge *m)
+FLATTEN static kvs_status merge_two_bit(merge *m)
 {
 	/* a dropped tombstone is no output: the LCPs are not with it */
 	if (m->opt->drop_tombstones)
@@ -398,9 +424,9 @@ typedef struct fast {
 
 /* The LCP of two byte keys in buffers with 8 readable bytes past each, in
  * bits; *cmp their order. Their first from bytes are known to be equal. */
-static inline __attribute__((always_inline)) uint64_t
-key_lcp_from(const uint8_t *a, uint64_t la, const uint8_t *b, uint64_t lb,
-             uint64_t from, int *cmp)
+static SPECIALIZED uint64_t key_lcp_from(const uint8_t *a, uint64_t la,
+                                         const uint8_t *b, uint64_t lb,
+                                         uint64_t from, int *cmp)
 {
 	uint64_t n = la < lb ? la : lb, i = from & ~(uint64_t)7;
 	for (; i + 8 <= n; i += 8) {
@@ -423,9 +449,9 @@ key_lcp_from(const uint8_t *a, uint64_t la, const uint8_t *b, uint64_t lb,
 	return 8 * n;
 }
 
-static inline __attribute__((always_inline)) uint64_t
-key_lcp_bits(const uint8_t *a, uint64_t la, const uint8_t *b, uint64_t lb,
-             int *cmp)
+static SPECIALIZED uint64_t key_lcp_bits(const uint8_t *a, uint64_t la,
+                                         const uint8_t *b, uint64_t lb,
+                                         int *cmp)
 {
 	return key_lcp_from(a, la, b, lb, 0, cmp);
 }
@@ -437,8 +463,7 @@ key_lcp_bits(const uint8_t *a, uint64_t la, const uint8_t *b, uint64_t lb,
  * the other one's; when they are equal, the keys agree that far, and both
  * have a byte there (a key that ended there would be a prefix of P).
  */
-static inline __attribute__((always_inline)) uint64_t
-heads_lcp(const bin *a, const bin *b, int *cmp)
+static SPECIALIZED uint64_t heads_lcp(const bin *a, const bin *b, int *cmp)
 {
 	uint64_t la = a->lcp, lb = b->lcp;
 	if (la != lb) {
@@ -496,8 +521,7 @@ static void bin_load(bin *b, const kvs_cursor *c)
  * has two readable bytes: its length in bytes, or 0 for a longer or
  * overlong varint, left to decode_byte. FORMAT.md §3.4.
  */
-static inline __attribute__((always_inline)) unsigned
-bin_vh(const uint8_t *q, uint64_t *v)
+static SPECIALIZED unsigned bin_vh(const uint8_t *q, uint64_t *v)
 {
 	unsigned x = q[0], y = q[1];
 	*v = x;
@@ -517,8 +541,7 @@ bin_vh(const uint8_t *q, uint64_t *v)
  * header). False (b unchanged) otherwise. typed is b->typed as a constant.
  * FORMAT.md §6.1.
  */
-static inline __attribute__((always_inline)) bool bin_next_fast(bin *b,
-                                                                bool typed)
+static SPECIALIZED bool bin_next_fast(bin *b, bool typed)
 {
 	const uint8_t *p = b->p;
 	uint64_t len = b->len, vh = b->vh, vlen = b->vlen;
@@ -656,8 +679,8 @@ bin_next_slow(fast *f, size_t i, bool *live)
 }
 
 /* Moves input i to its next record; *live false when it has none. */
-static inline __attribute__((always_inline)) kvs_status
-bin_advance(fast *f, size_t i, bool *live, bool typed)
+static SPECIALIZED kvs_status bin_advance(fast *f, size_t i, bool *live,
+                                          bool typed)
 {
 	if (__builtin_expect(bin_next_fast(&f->in[i], typed), 1))
 		return KVS_OK;
@@ -703,9 +726,8 @@ static void bout_grant(bout *o, const kvs_writer *w)
 }
 
 /* The record's bytes after its header (FORMAT.md §6.1), the key from lcp. */
-static inline __attribute__((always_inline)) uint8_t *
-bout_body(bout *o, uint8_t *p, const bin *b, uint64_t lcp, bool vc,
-          bool typed)
+static SPECIALIZED uint8_t *bout_body(bout *o, uint8_t *p, const bin *b,
+                                      uint64_t lcp, bool vc, bool typed)
 {
 	uint64_t len = b->len, slen = len - lcp, vlen = b->vlen;
 	const uint8_t *k = b->key + lcp; /* 16 readable bytes from k */
@@ -740,8 +762,7 @@ bout_body(bout *o, uint8_t *p, const bin *b, uint64_t lcp, bool vc,
 }
 
 /* A record that is not a restart, with room for it. */
-static inline __attribute__((always_inline)) void
-bout_usual(bout *o, const bin *b, bool typed)
+static SPECIALIZED void bout_usual(bout *o, const bin *b, bool typed)
 {
 	uint8_t *p = o->op;
 	uint64_t lcp = b->lcp;
@@ -831,8 +852,8 @@ bout_put_slow(fast *f, const bin *b, const bool *live)
 	return KVS_OK;
 }
 
-static inline __attribute__((always_inline)) kvs_status
-bout_put(fast *f, const bin *b, const bool *live, bool typed)
+static SPECIALIZED kvs_status bout_put(fast *f, const bin *b, const bool *live,
+                                       bool typed)
 {
 	bout *o = &f->o;
 	if (__builtin_expect(o->budget == 0 || b->len + b->vlen > FAST_REC, 0))
@@ -899,8 +920,7 @@ static kvs_status fast_setup(fast *f, merge *m)
 	return st;
 }
 
-static inline __attribute__((always_inline)) kvs_status
-merge_two_bytes_with(merge *m, bool typed)
+static SPECIALIZED kvs_status merge_two_bytes_with(merge *m, bool typed)
 {
 	kvs_writer *w = m->w;
 	fast f;
@@ -1067,8 +1087,7 @@ typedef struct tfast {
 } tfast;
 
 /* 64 bits of s from bit x: the 9 bytes from x / 8 are read. */
-static inline __attribute__((always_inline)) uint64_t
-bits64(const uint8_t *s, uint64_t x)
+static SPECIALIZED uint64_t bits64(const uint8_t *s, uint64_t x)
 {
 	const uint8_t *p = s + x / 8;
 	unsigned sh = (unsigned)(x & 7);
@@ -1077,8 +1096,7 @@ bits64(const uint8_t *s, uint64_t x)
 
 /* 57 to 64 bits of s from bit x, the rest zero: the 8 bytes from x / 8
  * are read. */
-static inline __attribute__((always_inline)) uint64_t
-bits57(const uint8_t *s, uint64_t x)
+static SPECIALIZED uint64_t bits57(const uint8_t *s, uint64_t x)
 {
 	return kvs_load_be64(s + x / 8) << (x & 7);
 }
@@ -1086,8 +1104,8 @@ bits57(const uint8_t *s, uint64_t x)
 /* The EGk code (k = 0 or 2) at the top of the window w, whose top `valid`
  * bits are the stream's: its length, 0 when it does not lie in them; *v
  * its value. */
-static inline __attribute__((always_inline)) unsigned
-eg_window(uint64_t w, unsigned valid, unsigned k, uint64_t *v)
+static SPECIALIZED unsigned eg_window(uint64_t w, unsigned valid, unsigned k,
+                                      uint64_t *v)
 {
 	unsigned z = (unsigned)__builtin_clzll(w | 1);
 	unsigned n = 2 * z + k + 1;
@@ -1151,9 +1169,9 @@ static inline uint64_t tin_vpos(const tin *b)
  * bits of stream after it, which need not be checked when the record
  * began below b->safe: `bounded`, a constant).
  */
-static inline __attribute__((always_inline)) bool
-tin_tail(const tin *b, uint64_t t, uint64_t klen, uint64_t vref, bool typed,
-         bool bounded, bool *tomb, uint64_t *vlen, uint64_t *end)
+static SPECIALIZED bool tin_tail(const tin *b, uint64_t t, uint64_t klen,
+                                 uint64_t vref, bool typed, bool bounded,
+                                 bool *tomb, uint64_t *vlen, uint64_t *end)
 {
 	uint64_t w3 = bits57(b->s, t), d3 = 0, v = 0;
 	bool tb = typed && !(w3 >> 63);
@@ -1180,9 +1198,9 @@ tin_tail(const tin *b, uint64_t t, uint64_t klen, uint64_t vref, bool typed,
 
 /* b's state after a record decoded in line (see tin): its key's bits from
  * flcp lie in the stream from bit x. */
-static inline __attribute__((always_inline)) void
-tin_set(tin *b, uint64_t klen, uint64_t lcp, uint64_t flcp, uint64_t x,
-        bool tomb, uint64_t vlen, uint64_t end)
+static SPECIALIZED void tin_set(tin *b, uint64_t klen, uint64_t lcp,
+                                uint64_t flcp, uint64_t x, bool tomb,
+                                uint64_t vlen, uint64_t end)
 {
 	b->len = klen;
 	b->lcp = lcp;
@@ -1206,8 +1224,7 @@ tin_set(tin *b, uint64_t klen, uint64_t lcp, uint64_t flcp, uint64_t x,
  * and value within BIT_REC bytes, and BIT_SPARE bits of stream after the
  * value. False (b unchanged) otherwise. typed: the framing as a constant.
  */
-static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
-                                                                bool typed)
+static SPECIALIZED bool tin_next_fast(tin *b, bool typed)
 {
 	uint64_t pos = b->pos, len = b->len;
 	/* below safe the windows at pos, at the suffix and after it lie in
@@ -1277,8 +1294,7 @@ static inline __attribute__((always_inline)) bool tin_next_fast(tin *b,
  * the previous key is found from the stream before the key is stored.
  * False (b unchanged) otherwise.
  */
-static inline __attribute__((always_inline)) bool tin_restart(tin *b,
-                                                              bool typed)
+static SPECIALIZED bool tin_restart(tin *b, bool typed)
 {
 	uint64_t pos = b->pos, len = b->len, d2;
 	if (b->end - pos < 2 * BIT_SPARE)
@@ -1378,8 +1394,7 @@ tin_next_slow(tfast *f, size_t i, bool *live)
  * when they are equal, the keys are compared from that word on. Keys are
  * kept in whole words with their padding bits clear.
  */
-static inline __attribute__((always_inline)) uint64_t
-tin_heads_lcp(const tin *a, const tin *b, int *cmp)
+static SPECIALIZED uint64_t tin_heads_lcp(const tin *a, const tin *b, int *cmp)
 {
 	uint64_t la = a->lcp, lb = b->lcp;
 	if (la != lb) {
@@ -1404,8 +1419,7 @@ tin_heads_lcp(const tin *a, const tin *b, int *cmp)
 
 /* The next record of b when its budget is spent and it is the usual
  * restart (tin_restart), in line; false (b unchanged) otherwise. */
-static inline __attribute__((always_inline)) bool tin_next_restart(tin *b,
-                                                                   bool typed)
+static SPECIALIZED bool tin_next_restart(tin *b, bool typed)
 {
 	uint64_t used = b->granted - b->budget;
 	if (b->left == used || b->in_block + used + 1 != b->K ||
@@ -1433,8 +1447,8 @@ static uint64_t tfast_consumed(const tfast *f, const bool *live)
 /* Appends bits [start, start + n) of a key kept in whole aligned words
  * (loads of such words are forwarded from the stores that wrote them),
  * with a word to spare after its last. */
-static inline __attribute__((always_inline)) void
-tout_key_bits(fast_bw *o, const uint8_t *key, uint64_t start, uint64_t n)
+static SPECIALIZED void tout_key_bits(fast_bw *o, const uint8_t *key,
+                                      uint64_t start, uint64_t n)
 {
 	const uint8_t *k = key + start / 64 * 8;
 	unsigned off = (unsigned)(start % 64);
@@ -1459,8 +1473,8 @@ tout_key_bits(fast_bw *o, const uint8_t *key, uint64_t start, uint64_t n)
  * each, and no chunk waits for another (each store's last byte is
  * overwritten by the next).
  */
-static inline __attribute__((always_inline)) void
-tout_stream_bits(fast_bw *o, const uint8_t *s, uint64_t x, uint64_t n)
+static SPECIALIZED void tout_stream_bits(fast_bw *o, const uint8_t *s,
+                                         uint64_t x, uint64_t n)
 {
 	unsigned ob = o->bits;
 	if (__builtin_expect(x < 8, 0)) { /* x - ob may precede the stream */
@@ -1510,8 +1524,8 @@ tout_stream_bits(fast_bw *o, const uint8_t *s, uint64_t x, uint64_t n)
 
 /* tout_stream_bits for a field's bits, often few: up to 56 of them in
  * one put. */
-static inline __attribute__((always_inline)) void
-tout_field_bits(fast_bw *o, const uint8_t *s, uint64_t x, uint64_t n)
+static SPECIALIZED void tout_field_bits(fast_bw *o, const uint8_t *s,
+                                        uint64_t x, uint64_t n)
 {
 	if (n > 56)
 		tout_stream_bits(o, s, x, n);
@@ -1520,8 +1534,7 @@ tout_field_bits(fast_bw *o, const uint8_t *s, uint64_t x, uint64_t n)
 }
 
 /* The kind bit, VALLEN and the value of a record (from the stream). */
-static inline __attribute__((always_inline)) void
-tout_tail(tout *o, const tin *b, bool typed)
+static SPECIALIZED void tout_tail(tout *o, const tin *b, bool typed)
 {
 	fast_bw *bw = &o->bw;
 	uint64_t vlen = b->vlen;
@@ -1548,8 +1561,7 @@ static void tout_fields(tout *o, const tin *b, bool typed)
 }
 
 /* The output's state after a record of b whose LCP field is lcp. */
-static inline __attribute__((always_inline)) void
-tout_done(tout *o, const tin *b, uint64_t lcp)
+static SPECIALIZED void tout_done(tout *o, const tin *b, uint64_t lcp)
 {
 	o->flcp = lcp;
 	o->prev_len = b->len;
@@ -1561,8 +1573,7 @@ tout_done(tout *o, const tin *b, uint64_t lcp)
 
 /* A record that is not a restart, with room for it: its key and value
  * below BIT_REC bytes, so every code below 2^32. */
-static inline __attribute__((always_inline)) void
-tout_usual(tout *o, const tin *b, bool typed)
+static SPECIALIZED void tout_usual(tout *o, const tin *b, bool typed)
 {
 	fast_bw *bw = &o->bw;
 	uint64_t lcp = b->lcp, len = b->len, vlen = b->vlen;
@@ -1683,8 +1694,7 @@ static uint32_t words_fence(const uint8_t *key, uint64_t bits, uint64_t skip)
  * for it: its place in the restart index and its fence
  * (seg_writer_restart), its whole key, its fields from 0, and the next
  * budget; false (nothing done) otherwise. */
-static inline __attribute__((always_inline)) bool
-tout_try_restart(tfast *f, const tin *b, bool typed)
+static SPECIALIZED bool tout_try_restart(tfast *f, const tin *b, bool typed)
 {
 	kvs_writer *w = f->m->w;
 	tout *o = &f->o;
@@ -1742,8 +1752,8 @@ tout_put_slow(tfast *f, const tin *b, const bool *live, bool typed)
 	return tout_load(o, w, m->err);
 }
 
-static inline __attribute__((always_inline)) kvs_status
-tout_put(tfast *f, const tin *b, const bool *live, bool typed)
+static SPECIALIZED kvs_status tout_put(tfast *f, const tin *b, const bool *live,
+                                       bool typed)
 {
 	tout *o = &f->o;
 	if (__builtin_expect(o->budget == 0 || b->edge, 0)) {
@@ -1773,8 +1783,7 @@ static bool bits_fast_fits(const merge *m)
 	       !m->opt->drop_tombstones && w->records == 0;
 }
 
-static inline __attribute__((always_inline)) kvs_status
-merge_two_bits_with(merge *m, bool typed)
+static SPECIALIZED kvs_status merge_two_bits_with(merge *m, bool typed)
 {
 	kvs_writer *w = m->w;
 	tfast f;
@@ -1896,8 +1905,7 @@ static kvs_status merge_two(merge *m)
  * record is its successor in the input, so it must be larger: a corrupt
  * input that breaks the order fails here).
  */
-static inline __attribute__((always_inline)) kvs_status
-next_above(merge *m, size_t i, int in)
+static SPECIALIZED kvs_status next_above(merge *m, size_t i, int in)
 {
 	kvs_status st = advance_with(m, i, in);
 	if (st != KVS_OK)
@@ -1923,8 +1931,9 @@ next_above(merge *m, size_t i, int in)
  * merge_two_with: the inputs' decoder and the output's mode, constants in
  * the usual modes.
  */
-static inline __attribute__((always_inline)) kvs_status
-merge_tree_with(merge *m, int in, kvs_profile profile, const seg_field *fields)
+static SPECIALIZED kvs_status merge_tree_with(merge *m, int in,
+                                              kvs_profile profile,
+                                              const seg_field *fields)
 {
 	for (size_t i = 0; i < m->n; i++) {
 		m->tree[i] = EMPTY;
@@ -1964,13 +1973,13 @@ merge_tree_with(merge *m, int in, kvs_profile profile, const seg_field *fields)
 }
 
 /* Instantiated for the usual modes, as merge_two_byte and merge_two_bit. */
-__attribute__((flatten)) static kvs_status merge_tree_byte(merge *m)
+FLATTEN static kvs_status merge_tree_byte(merge *m)
 {
 	return merge_tree_with(m, IN_BYTE, KVS_PROFILE_BYTE,
 	                       seg_default_fields);
 }
 
-__attribute__((flatten)) static kvs_status merge_tree_bit(merge *m)
+FLATTEN static kvs_status merge_tree_bit(merge *m)
 {
 	return merge_tree_with(m, IN_BIT_DEFAULT, KVS_PROFILE_BIT,
 	                       seg_default_fields);
