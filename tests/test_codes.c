@@ -36,6 +36,7 @@
  * input must give. No expected value or code length is computed with
  * libkvseg. The PRNG seed is printed; set KVSEG_TEST_SEED to change it.
  */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -984,13 +985,28 @@ static void test_eg_known_vectors(void **state)
 	CHECK_ST(kvs_put_eg(&w, 5, 1000), KVS_E_RANGE, "EG1000");
 	CHECK(kvs_bw_bit_length(&w) == 3, "failed put_eg wrote bits");
 	kvs_bw_free(&w);
+	/* The decoder's fast path has no test of k: its code length
+	 * 2z + k + 1 must not wrap for any k, whatever the reservoir holds
+	 * (ones: z = 0; zeros then ones: the run past the first refill). */
+	static const unsigned bad_k[] = {
+	    64, 65, 127, 1000, UINT_MAX - 64, UINT_MAX - 1, UINT_MAX};
 	uint8_t buf[32];
-	memset(buf, 0xFF, sizeof buf);
-	kvs_bitreader r;
-	uint64_t v;
-	kvs_br_init(&r, buf, 0, 8 * sizeof buf);
-	CHECK(kvs_get_eg(&r, 64, &v) != KVS_OK, "EG64 decode succeeded");
-	CHECK(kvs_br_position(&r) == 0, "failed EG64 decode moved");
+	for (int fill = 0; fill < 3; fill++) {
+		memset(buf, fill == 1 ? 0x00 : 0xFF, sizeof buf);
+		if (fill == 2)
+			memset(buf, 0x00, 5);
+		for (size_t i = 0; i < sizeof bad_k / sizeof bad_k[0]; i++) {
+			kvs_bitreader r;
+			uint64_t v = 7;
+			kvs_br_init(&r, buf, fill == 2 ? 3 : 0,
+			            8 * sizeof buf - 8);
+			uint64_t at = kvs_br_position(&r);
+			CHECK_ST(kvs_get_eg(&r, bad_k[i], &v), KVS_E_RANGE,
+			         "EG%u decode (fill %d)", bad_k[i], fill);
+			CHECK(kvs_br_position(&r) == at,
+			      "failed EG%u decode moved", bad_k[i]);
+		}
+	}
 }
 
 /* Every k 0..63, every boundary value: encoding, lengths, decoding,

@@ -43,6 +43,8 @@ kvs_status kvs_get_eg_slow(kvs_bitreader *r, unsigned k, uint64_t *out);
 static inline kvs_status kvs_eg_long_(kvs_bitreader *r, unsigned k,
                                       uint64_t *out)
 {
+	if (k > 63)
+		return KVS_E_RANGE;
 	uint64_t res = r->reservoir;
 	if (res != 0) {
 		unsigned z = (unsigned)__builtin_clzll(res);
@@ -74,19 +76,22 @@ static inline kvs_status kvs_eg_long_(kvs_bitreader *r, unsigned k,
 	return st;
 }
 
+/*
+ * An order k above 63 makes len above 64, so it takes the slow path, which
+ * refuses it: the fast path spends no instruction on it. The value's shift
+ * 64 - len is taken as -len modulo 64 (len is 1..64 there), one negation.
+ */
 static inline kvs_status kvs_get_eg(kvs_bitreader *r, unsigned k, uint64_t *out)
 {
-	if (__builtin_expect(k > 63, 0))
-		return KVS_E_RANGE;
 	uint64_t head = r->reservoir;
 	kvs_br_refill(r); /* branch-free in the payload's body */
 	if (__builtin_expect(head != 0, 1)) {
 		unsigned z = (unsigned)__builtin_clzll(head);
-		unsigned len = 2 * z + k + 1;
+		uint64_t len = 2 * (uint64_t)z + k + 1;
 		if (__builtin_expect(len <= r->avail, 1)) {
-			*out =
-			    (r->reservoir >> (64 - len)) - ((uint64_t)1 << k);
-			kvs_br_consume(r, len);
+			*out = (r->reservoir >> ((0 - len) & 63)) -
+			       ((uint64_t)1 << k);
+			kvs_br_consume(r, (unsigned)len);
 			return KVS_OK;
 		}
 	}
