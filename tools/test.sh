@@ -40,7 +40,7 @@ ninja -C build-tsan fs/segfs tools/kvseg
 TSAN_OPTIONS=halt_on_error=1 \
 	meson test -C build-tsan --no-rebuild --print-errorlogs --suite fs
 
-echo "== fuzz (45 s)"
+echo "== fuzz (60 s)"
 # clang for libFuzzer; -Dfuzz=true also puts the sanitizers everywhere.
 CC=clang configure build-fuzz --werror -Dfuzz=true -Dbench=disabled
 ninja -C build-fuzz tests/fuzz/fuzz_segment tests/fuzz/fuzz_segment_seeds \
@@ -69,15 +69,15 @@ fuzz() {
 mkdir -p "$corpus/segment" "$corpus/merge" "$corpus/catalog"
 build-fuzz/tests/fuzz/fuzz_segment_seeds "$corpus/segment"
 cp "$corpus/segment"/* "$corpus/merge"
-fuzz fuzz_segment 45 "$corpus/segment"
+fuzz fuzz_segment 60 "$corpus/segment"
 
-echo "== fuzz the merge's decoders with segment files (15 s)"
-fuzz fuzz_merge 15 "$corpus/merge"
+echo "== fuzz the merge's decoders with segment files (20 s)"
+fuzz fuzz_merge 20 "$corpus/merge"
 
-echo "== fuzz the catalog parser (15 s)"
-fuzz fuzz_catalog 15 "$corpus/catalog"
+echo "== fuzz the catalog parser (20 s)"
+fuzz fuzz_catalog 20 "$corpus/catalog"
 
 echo "== fuzz segfs's name mapping (10 s)"
 fuzz fuzz_names 10
 
-echo "== all tests passed (release, ASan+UBSan and TSan builds, 85 s of fuzzing)"
+echo "== all tests passed (release, ASan+UBSan and TSan builds, 110 s of fuzzing)"
