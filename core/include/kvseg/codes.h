@@ -79,7 +79,7 @@ static inline kvs_status kvs_eg_long_(kvs_bitreader *r, unsigned k,
 /*
  * An order k above 63 makes len above 64, so it takes the slow path, which
  * refuses it: the fast path spends no instruction on it. The value's shift
- * 64 - len is taken as -len modulo 64 (len is 1..64 there), one negation.
+ * 64 - len is taken as -len modulo 64 (len is 1..63 there), one negation.
  */
 static inline kvs_status kvs_get_eg(kvs_bitreader *r, unsigned k, uint64_t *out)
 {
