@@ -1385,6 +1385,11 @@ def test_wait_interrupted(tmp):
             check(w.returncode == 0 and out == line,
                   "a reader reads the final line: %r %r" % (out[:300], err))
         check(os.stat(path).st_size == len(line), "the size of the final line")
+        # job 1 exists: only its canonical decimal name finds it
+        for bad in ["01", "+1", "1x", " 1", "-1", "0x1", "1.0",
+                    str((1 << 40) + 1), str((1 << 64) + 1)]:
+            expect_errno(lambda: os.stat(m.path("control", "wait", bad)),
+                         [errno.ENOENT], "control/wait/%r" % bad)
         view_ok(m, view, "after")
     finally:
         os.close(lock)
