@@ -435,6 +435,49 @@ static void test_empty_dir(void **state)
 	CHECK(c == NULL, "no handle after a failed open");
 }
 
+/* The catalog file has mode 0644 less the umask, as open(2) gives a new
+ * file (the first one and every later one, written to a temporary). */
+static void test_file_mode(void **state)
+{
+	(void)state;
+	g_seq = "file mode";
+	static const mode_t masks[] = {077, 022, 027};
+	mode_t saved = umask(022);
+	for (size_t i = 0; i < sizeof masks / sizeof masks[0]; i++) {
+		char dir[PATH_MAX], p[PATH_MAX], name[32];
+		snprintf(name, sizeof name, "file_mode_%zu", i);
+		make_subdir(dir, name);
+		write_segment(dir, "s1", 1);
+		path_join(p, dir, KVS_CATALOG_FILE);
+		mode_t want = 0644 & ~masks[i];
+		/* the umask only while the library creates files, so that
+		 * a failed assertion leaves the usual one to later tests */
+		umask(masks[i]);
+		kvs_catalog *c = open_ok(dir, "open");
+		umask(022);
+		struct stat sb;
+		assert_int_equal(lstat(p, &sb), 0);
+		CHECK((sb.st_mode & 07777) == want,
+		      "umask %03o: the first catalog's mode is %03o, not %03o",
+		      (unsigned)masks[i], (unsigned)(sb.st_mode & 07777),
+		      (unsigned)want);
+		kvs_error err = {0};
+		write_segment(dir, "s2", 2);
+		umask(masks[i]);
+		kvs_status st = kvs_catalog_add(c, "s2", &err);
+		umask(022);
+		EXPECT_OK(st, err, "add s2");
+		assert_int_equal(lstat(p, &sb), 0);
+		CHECK((sb.st_mode & 07777) == want,
+		      "umask %03o: the catalog's mode after an add is %03o, "
+		      "not %03o",
+		      (unsigned)masks[i], (unsigned)(sb.st_mode & 07777),
+		      (unsigned)want);
+		kvs_catalog_close(c);
+	}
+	umask(saved);
+}
+
 static void test_scan_without_catalog(void **state)
 {
 	(void)state;
@@ -2249,6 +2292,7 @@ int main(int argc, char **argv)
 	g_seed = test_seed_from_env("test_catalog", SEED);
 	const struct CMUnitTest tests[] = {
 	    TEST(test_empty_dir),
+	    TEST(test_file_mode),
 	    TEST(test_scan_without_catalog),
 	    TEST(test_add),
 	    TEST(test_replace),

@@ -2052,6 +2052,48 @@ static void test_writer_special_output(void **state)
 	kvs_segment_unref(seg);
 }
 
+/*
+ * A segment's file has mode 0644 less the umask, as open(2) gives a new
+ * file: with umask 077 nobody else may read it. Checked on the temporary
+ * file while it is written, and on the segment.
+ */
+static void test_writer_file_mode(void **state)
+{
+	(void)state;
+	set_mode("%s", "default options");
+	static const mode_t masks[] = {022, 077, 027, 0, 0777};
+	mode_t saved = umask(022);
+	for (size_t i = 0; i < sizeof masks / sizeof masks[0]; i++) {
+		set_case("umask %03o", (unsigned)masks[i]);
+		mode_t want = 0644 & ~masks[i];
+		char dir[PATH_MAX], p[PATH_MAX], name[32];
+		snprintf(name, sizeof name, "file_mode_%zu", i);
+		make_subdir(dir, name);
+		path_join(p, dir, "seg");
+		umask(masks[i]); /* only while the file is created */
+		kvs_writer *w = writer_with_a_record(p);
+		umask(022);
+		char tmp[PATH_MAX];
+		CHECK(dir_entries(dir, tmp, sizeof tmp) == 1,
+		      "entries while writing");
+		char tp[PATH_MAX];
+		path_join(tp, dir, tmp);
+		struct stat sb;
+		assert_int_equal(lstat(tp, &sb), 0);
+		CHECK((sb.st_mode & 07777) == want,
+		      "temporary file %s: mode %03o, not %03o", tmp,
+		      (unsigned)(sb.st_mode & 07777), (unsigned)want);
+		kvs_error err = {0};
+		expect_ok(kvs_writer_finish(w, &err), &err, "finish");
+		kvs_writer_free(w);
+		assert_int_equal(lstat(p, &sb), 0);
+		CHECK((sb.st_mode & 07777) == want,
+		      "segment: mode %03o, not %03o",
+		      (unsigned)(sb.st_mode & 07777), (unsigned)want);
+	}
+	umask(saved);
+}
+
 static void test_writer_errors(void **state)
 {
 	(void)state;
@@ -3878,6 +3920,7 @@ int main(int argc, char **argv)
 	    TEST(test_long_codes),
 	    TEST(test_writer_errors),
 	    TEST(test_writer_special_output),
+	    TEST(test_writer_file_mode),
 	    TEST(test_cursor),
 	    TEST(test_misaligned),
 	    TEST(test_threads),

@@ -600,7 +600,7 @@ static kvs_status publish(const char *dir, const cat_state *s, kvs_error *err)
 	if (encode_catalog(s, &d, &len) != KVS_OK)
 		return kvs_error_set(err, KVS_E_NOMEM, "%s: out of memory",
 		                     path);
-	int fd = mkostemp(tmp, O_CLOEXEC);
+	int fd = seg_create_temp(tmp); /* 0644 less the umask */
 	if (fd < 0) {
 		st = kvs_error_set(err, KVS_E_IO,
 		                   "%s: cannot create a temporary file: %s",
@@ -609,8 +609,6 @@ static kvs_status publish(const char *dir, const cat_state *s, kvs_error *err)
 		return st;
 	}
 	const char *what = NULL;
-	if (fchmod(fd, 0644) < 0)
-		what = "fchmod";
 	for (size_t done = 0; !what && done < len;) {
 		ssize_t n = write(fd, d + done, len - done);
 		if (n < 0 && errno == EINTR)

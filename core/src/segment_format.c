@@ -6,9 +6,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kvseg/cpu.h"
@@ -160,4 +162,37 @@ kvs_status seg_fsync_dir(const char *dir, const char *what, kvs_error *err)
 	}
 	close(fd);
 	return KVS_OK;
+}
+
+int seg_create_temp(char *tmpl)
+{
+	static const char chars[] = "abcdefghijklmnopqrstuvwxyz"
+	                            "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	static _Atomic uint64_t calls; /* distinct names for racing threads */
+	size_t len = strlen(tmpl);
+	if (len < 6 || strcmp(tmpl + len - 6, "XXXXXX") != 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	char *x = tmpl + len - 6;
+	/* Names need not be secret, only unlikely to be taken: O_EXCL
+	 * decides, and a taken name costs one more try (as mkostemp). */
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t seed = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30 ^
+	                (uint64_t)getpid() << 40 ^ atomic_fetch_add(&calls, 1);
+	for (unsigned attempt = 0; attempt < 1000; attempt++) {
+		/* splitmix64 of the seed's next step */
+		uint64_t v = (seed += 0x9E3779B97F4A7C15ull);
+		v = (v ^ v >> 30) * 0xBF58476D1CE4E5B9ull;
+		v = (v ^ v >> 27) * 0x94D049BB133111EBull;
+		v ^= v >> 31;
+		for (int i = 0; i < 6; i++, v /= 62)
+			x[i] = chars[v % 62];
+		int fd =
+		    open(tmpl, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+	}
+	return -1; /* errno is EEXIST */
 }

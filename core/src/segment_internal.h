@@ -110,6 +110,16 @@ static inline uint64_t seg_eg_code(uint64_t v, unsigned k, unsigned *n)
  * a failure is KVS_E_IO, "WHAT: fsync of the directory: ...". */
 kvs_status seg_fsync_dir(const char *dir, const char *what, kvs_error *err);
 
+/*
+ * Creates a new file for a temporary name: the last six characters of
+ * tmpl, "XXXXXX", become letters and digits that no entry of the
+ * directory has (O_EXCL, as mkostemp(3)), but the file's mode is 0644
+ * less the process's umask, as open(2) gives a new file, where mkostemp's
+ * is 0600 whatever the umask. Close-on-exec. The descriptor, or -1 with
+ * errno set (EINVAL for a template without the six X's).
+ */
+int seg_create_temp(char *tmpl);
+
 void seg_copy_shifted(uint8_t *dst, const uint8_t *src, unsigned shift,
                       size_t len);
 

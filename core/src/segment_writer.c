@@ -305,7 +305,7 @@ kvs_status kvs_writer_open(kvs_writer **out, const char *path,
 		kvs_writer_free(w);
 		return ck;
 	}
-	w->fd = mkostemp(w->tmp_path, O_CLOEXEC);
+	w->fd = seg_create_temp(w->tmp_path); /* 0644 less the umask */
 	if (w->fd < 0) {
 		kvs_status st = kvs_error_set(
 		    err, KVS_E_IO,
@@ -319,13 +319,6 @@ kvs_status kvs_writer_open(kvs_writer **out, const char *path,
 	 * removes only temporary files that nobody holds (catalog.c). */
 	if (flock(w->fd, LOCK_EX) < 0) {
 		kvs_status st = io_fail(w, err, "flock");
-		kvs_writer_free(w);
-		return st;
-	}
-	/* mkostemp makes the file 0600; a segment is readable like any
-	 * file the user writes */
-	if (fchmod(w->fd, 0644) < 0) {
-		kvs_status st = io_fail(w, err, "fchmod");
 		kvs_writer_free(w);
 		return st;
 	}
