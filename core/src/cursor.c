@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cursor_internal.h"
+#include "kvseg/cpu.h"
 
 kvs_status kvs_cursor_open(kvs_cursor **out, kvs_segment *s)
 {
@@ -123,7 +124,14 @@ kvs_status kvs_cursor_first(kvs_cursor *c)
 	return load_restart(c, 0);
 }
 
-kvs_status kvs_cursor_next(kvs_cursor *c)
+/*
+ * kvs_cursor_next, seek_key and frames_bit are also built for x86-64-v3
+ * (kvseg/cpu.h): the bit profile's EG decoders then use LZCNT and BMI2
+ * shifts. Measured (bench_segment typed-bit, alternated processes): scans
+ * 5-13% faster, lookups 8-11%, frame scans 21%; typed-byte scans the same
+ * (1.01), its lookups 0.85x in one run.
+ */
+KVS_MULTIVERSION kvs_status kvs_cursor_next(kvs_cursor *c)
 {
 	const kvs_segment *s = c->seg;
 	if (s->profile == KVS_PROFILE_BYTE)
@@ -183,8 +191,8 @@ static kvs_status compare_restart(kvs_cursor *c, uint64_t j,
 
 /* The lower bound of key; *found: the cursor is on key itself (the scan's
  * last compare says so, without comparing again). */
-static kvs_status seek_key(kvs_cursor *c, const void *key, uint64_t key_bits,
-                           bool *found)
+KVS_MULTIVERSION static kvs_status seek_key(kvs_cursor *c, const void *key,
+                                            uint64_t key_bits, bool *found)
 {
 	const kvs_segment *s = c->seg;
 	*found = false;
@@ -428,7 +436,8 @@ frames_bit_with(const kvs_segment *s, uint64_t *records,
 	return st;
 }
 
-static kvs_status frames_bit(const kvs_segment *s, uint64_t *records)
+KVS_MULTIVERSION static kvs_status frames_bit(const kvs_segment *s,
+                                              uint64_t *records)
 {
 	return s->default_codes ? frames_bit_with(s, records, seg_default_fields)
 	                        : frames_bit_with(s, records, s->fields);
