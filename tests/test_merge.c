@@ -91,6 +91,8 @@ static char g_tmp[PATH_MAX]; /* this run's temporary directory */
 
 #include "segutil.h" /* after g_seq, g_mode and g_tmp */
 
+#include "fuzz/fuzz_crcs.h"
+
 /* A failed call must say why: a status in err and a message. */
 #define EXPECT_ERR(st, err, ...)                                               \
 	do {                                                                   \
@@ -2022,6 +2024,88 @@ static void test_corrupt_input(void **state)
  * decrease, must still fail the merge with a message and leave nothing
  * (or decode to records that merge into an output that verifies).
  */
+/*
+ * A strong delete writes no tombstone, so the writer's order check never
+ * sees one: an input whose tombstone is below the record before it must
+ * still fail the merge (two inputs, either age order; found by
+ * fuzz_merge). The input: typed-byte keys "a", "c" (a tombstone), "d" in
+ * one restart block, "c" then changed to "0" and the CRC32Cs recomputed;
+ * the other: "b", "e".
+ */
+static void test_strong_delete_order(void **state)
+{
+	(void)state;
+	char in_dir[PATH_MAX], out_dir[PATH_MAX];
+	corrupt_dirs("strong_delete_order", in_dir, out_dir);
+	g_mode = "typed-byte, K = 64";
+	kvs_writer_options o;
+	memset(&o, 0, sizeof o);
+	o.profile = KVS_PROFILE_BYTE;
+	o.framing = KVS_FRAMING_TYPED;
+	o.restart_interval = 64;
+	o.flags = KVS_WRITER_NO_SYNC;
+	const char *keys[2][3] = {{"a", "c", "d"}, {"b", "e", NULL}};
+	kvs_segment *segs[2];
+	char p[2][PATH_MAX];
+	for (int i = 0; i < 2; i++) {
+		path_join(p[i], in_dir, i ? "newer.kvseg" : "older.kvseg");
+		o.sequence = (uint64_t)i + 1;
+		kvs_writer *w = NULL;
+		kvs_error err = {0};
+		EXPECT_ST(kvs_writer_open(&w, p[i], &o, &err), KVS_OK,
+		          "open: %s", err.message);
+		for (int k = 0; k < 3 && keys[i][k]; k++) {
+			bool tomb = i == 0 && k == 1;
+			kvs_status st = kvs_writer_add_bytes(
+			    w, keys[i][k], 1,
+			    tomb ? KVS_KIND_TOMBSTONE : KVS_KIND_VALUE, "xy", 2,
+			    &err);
+			EXPECT_ST(st, KVS_OK, "add: %s", err.message);
+		}
+		EXPECT_ST(kvs_writer_finish(w, &err), KVS_OK, "finish: %s",
+		          err.message);
+		kvs_writer_free(w);
+	}
+	size_t len;
+	uint8_t *f = slurp(p[0], &len);
+	size_t at = 0, count = 0;
+	for (size_t i = 128; i < len; i++)
+		if (f[i] == 'c') {
+			at = i;
+			count++;
+		}
+	assert_int_equal(count, 1); /* the suffix byte of "c" */
+	f[at] = '0';
+	assert_true(fuzz_fix_crcs(f, len));
+	spit(p[0], f, len);
+	free(f);
+	kvs_error err = {0};
+	for (int i = 0; i < 2; i++)
+		EXPECT_ST(kvs_segment_open(&segs[i], p[i], &err), KVS_OK,
+		          "open: %s", err.message);
+	CHECK(kvs_segment_verify(segs[0], &err) != KVS_OK,
+	      "the changed input verifies");
+	kvs_merge_options mo;
+	memset(&mo, 0, sizeof mo);
+	mo.output = o;
+	mo.output.sequence = 3;
+	mo.includes_oldest = true;
+	for (int drop = 0; drop < 2; drop++) {
+		mo.drop_tombstones = drop;
+		kvs_segment *older_first[2] = {segs[0], segs[1]};
+		kvs_segment *newer_first[2] = {segs[1], segs[0]};
+		set_case("strong delete %d, the bad input older", drop);
+		expect_merge_fails(older_first, 2, out_dir, &mo, KVS_OK,
+		                   g_case);
+		set_case("strong delete %d, the bad input newer", drop);
+		expect_merge_fails(newer_first, 2, out_dir, &mo, KVS_OK,
+		                   g_case);
+	}
+	kvs_segment_unref(segs[0]);
+	kvs_segment_unref(segs[1]);
+	g_mode = "";
+}
+
 static void test_corrupt_two_inputs(void **state)
 {
 	(void)state;
@@ -2429,15 +2513,22 @@ int main(int argc, char **argv)
 	test_filter_from_argv(argc, argv);
 	g_seed = test_seed_from_env("test_merge", SEED);
 	const struct CMUnitTest tests[] = {
-	    TEST(test_worked_example), TEST(test_modes),
-	    TEST(test_shapes),         TEST(test_input_counts),
-	    TEST(test_tombstones),     TEST(test_output_codes),
-	    TEST(test_same_segment),   TEST(test_longest_keys),
-	    TEST(test_random),         TEST(test_two_byte_inputs),
+	    TEST(test_worked_example),
+	    TEST(test_modes),
+	    TEST(test_shapes),
+	    TEST(test_input_counts),
+	    TEST(test_tombstones),
+	    TEST(test_output_codes),
+	    TEST(test_same_segment),
+	    TEST(test_longest_keys),
+	    TEST(test_random),
+	    TEST(test_two_byte_inputs),
 	    TEST(test_two_bit_inputs),
 	    TEST(test_errors),
-	    TEST(test_cancel),         TEST(test_corrupt_input),
+	    TEST(test_cancel),
+	    TEST(test_corrupt_input),
 	    TEST(test_corrupt_two_inputs),
+	    TEST(test_strong_delete_order),
 	    TEST(test_corrupt_value_headers),
 	    TEST(test_enospc),
 	    TEST(test_enospc_hint),

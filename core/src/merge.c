@@ -261,12 +261,37 @@ static SPECIALIZED uint64_t lcp_of(const kvs_writer *w, const kvs_cursor *c,
 
 /* Writes input i's record, whose LCP with the last output key is lcp
  * (or SEG_LCP_UNKNOWN), and moves the input on. */
+/*
+ * advance_counted for the two-input loop. The writer rejects a key that
+ * is not above the last it wrote, which catches an input out of order as
+ * long as every record is written or equals one that is. A strong delete
+ * writes no tombstone, so there the input's next key is compared with the
+ * one it moves past (in m->last, which only the tree uses otherwise).
+ */
+static SPECIALIZED kvs_status advance_two(merge *m, size_t i, int in,
+                                          bool count)
+{
+	if (!m->opt->drop_tombstones)
+		return advance_counted(m, i, in, count);
+	kvs_cursor *c = m->cur[i];
+	uint64_t bits = c->key_bits;
+	memcpy(m->last, c->key, (size_t)seg_key_bytes(bits));
+	kvs_status st = advance_counted(m, i, in, count);
+	if (st == KVS_OK && on_record(c) &&
+	    seg_key_compare(c->key, c->key_bits, m->last, bits) <= 0)
+		return kvs_error_set(m->err, KVS_E_CORRUPT,
+		                     "input %zu: record %" PRIu64
+		                     ": its key is not above the one before it",
+		                     i, kvs_cursor_ordinal(c));
+	return st;
+}
+
 static SPECIALIZED kvs_status take(merge *m, size_t i, int in,
                                    kvs_profile profile, const seg_field *fields,
                                    uint64_t lcp, bool track, bool count)
 {
 	kvs_status st = emit_known(m, i, profile, fields, lcp, track);
-	return st == KVS_OK ? advance_counted(m, i, in, count) : st;
+	return st == KVS_OK ? advance_two(m, i, in, count) : st;
 }
 
 /*
@@ -322,7 +347,7 @@ static SPECIALIZED kvs_status merge_two_track(merge *m, int in,
 			st = take(m, 1, in, profile, fields,
 			          track ? lcp_of(w, b, lb) : lb, track, count);
 			if (st == KVS_OK &&
-			    (st = advance_counted(m, 0, in, count)) == KVS_OK &&
+			    (st = advance_two(m, 0, in, count)) == KVS_OK &&
 			    track)
 				la = lb = LCP_FIELD;
 		}

@@ -4,7 +4,8 @@
  * tried as it is and with its CRC32Cs recomputed. Whatever
  * kvs_segment_open_memory accepts is merged, in both age orders, with a
  * small valid segment of its own mode into a segment of that mode,
- * tombstones kept. Two such inputs take merge.c's two-input loops (the
+ * tombstones kept, and (typed framing) again as a strong delete, which
+ * drops them. Two such inputs take merge.c's two-input loops (the
  * byte loop, and the bit loop when the input has the default codes),
  * which read the input's record stream themselves instead of through a
  * cursor; it is also merged between two partners, three inputs that take
@@ -176,8 +177,8 @@ static bool same_rec(const rec *x, const rec *y)
 }
 
 /* The output read back is the newest-wins merge of the n lists (oldest
- * first). */
-static void check_output(const recs *l, size_t n, const recs *out)
+ * first), without the tombstones when drop (a strong delete). */
+static void check_output(const recs *l, size_t n, const recs *out, bool drop)
 {
 	size_t at[3] = {0, 0, 0}, k = 0;
 	for (;;) {
@@ -190,8 +191,10 @@ static void check_output(const recs *l, size_t n, const recs *out)
 				want = &l[i].r[at[i]];
 		if (!want)
 			break;
-		check(k < out->n && same_rec(want, &out->r[k]));
-		k++;
+		if (!drop || want->kind != KVS_KIND_TOMBSTONE) {
+			check(k < out->n && same_rec(want, &out->r[k]));
+			k++;
+		}
 		const rec w = *want;
 		for (size_t i = 0; i < n; i++)
 			if (at[i] < l[i].n &&
@@ -204,9 +207,10 @@ static void check_output(const recs *l, size_t n, const recs *out)
 }
 
 /* Merges the n (2 or 3) inputs, oldest first, into a segment of in's mode
- * and checks the outcome against the inputs read through cursors. */
+ * and checks the outcome against the inputs read through cursors; drop: a
+ * strong delete (typed framing). */
 static void merge_n(kvs_segment *const *inputs, size_t n,
-                    const kvs_segment_info *in)
+                    const kvs_segment_info *in, bool drop)
 {
 	kvs_merge_options mo;
 	memset(&mo, 0, sizeof mo);
@@ -215,6 +219,7 @@ static void merge_n(kvs_segment *const *inputs, size_t n,
 	mo.output.restart_interval = 15;
 	mo.output.sequence = 3;
 	mo.output.flags = KVS_WRITER_NO_SYNC;
+	mo.drop_tombstones = mo.includes_oldest = drop;
 	kvs_error err;
 	memset(&err, 0, sizeof err);
 	recs l[3] = {{0}, {0}, {0}};
@@ -231,7 +236,7 @@ static void merge_n(kvs_segment *const *inputs, size_t n,
 		check(kvs_segment_open(&out, g_out, &err) == KVS_OK);
 		check(kvs_segment_verify(out, &err) == KVS_OK);
 		check(walk(out, &ro));
-		check_output(l, n, &ro);
+		check_output(l, n, &ro, drop);
 		recs_free(&ro);
 		kvs_segment_unref(out);
 		check(unlink(g_out) == 0);
@@ -256,9 +261,12 @@ static void exercise(const uint8_t *buf, size_t size)
 	             [in.framing == KVS_FRAMING_RAW];
 	kvs_segment *older[2] = {s, partner}, *newer[2] = {partner, s};
 	kvs_segment *three[3] = {partner, s, partner};
-	merge_n(older, 2, &in);
-	merge_n(newer, 2, &in);
-	merge_n(three, 3, &in); /* the loser tree */
+	bool typed = in.framing == KVS_FRAMING_TYPED;
+	for (int drop = 0; drop <= typed; drop++) {
+		merge_n(older, 2, &in, drop);
+		merge_n(newer, 2, &in, drop);
+		merge_n(three, 3, &in, drop); /* the loser tree */
+	}
 	kvs_segment_unref(s);
 }
 
