@@ -1504,9 +1504,13 @@ static void two_input_cases(const char *what, bool bits, uint64_t stream)
 		size_t budget = mc.prefix >= 4096 || mc.vals == VALS_EDGES ? 300
 		                                                           : 3000;
 		mc.n = 1 + (size_t)test_rng_below(&r, budget);
-		set_case("%s %u", what, t);
-		run_case(base, &mc, im, Ks[test_rng_below(&r, 8)], m,
-		         Ks[test_rng_below(&r, 8)], false, &r, NULL);
+		uint32_t k_in = Ks[test_rng_below(&r, 8)];
+		uint32_t k_out = Ks[test_rng_below(&r, 8)];
+		/* half the inputs with tombstones: a strong delete (the
+		 * two-input bit loop drops them in line) */
+		bool drop = mc.tombs && test_rng_below(&r, 2);
+		set_case("%s %u%s", what, t, drop ? ", strong delete" : "");
+		run_case(base, &mc, im, k_in, m, k_out, drop, &r, NULL);
 	}
 	g_mode = "";
 }

@@ -1767,7 +1767,8 @@ tout_put_slow(tfast *f, const tin *b, const bool *live, bool typed)
 		return st;
 	if (tout_try_restart(f, b, typed))
 		return KVS_OK;
-	tout_sync(w, o, tfast_consumed(f, live) - m->st.replaced);
+	tout_sync(w, o,
+	          tfast_consumed(f, live) - m->st.replaced - m->st.dropped);
 	st = seg_writer_add_read(
 	    w, b->key, b->len, b->tomb ? KVS_KIND_TOMBSTONE : KVS_KIND_VALUE,
 	    b->s + tin_vpos(b) / 8, (unsigned)(tin_vpos(b) & 7), (size_t)b->vlen,
@@ -1804,11 +1805,21 @@ static bool bits_fast_fits(const merge *m)
 		    c->seg->framing != w->opt.framing || !on_record(c))
 			return false;
 	}
-	return w->opt.profile == KVS_PROFILE_BIT && w->default_codes &&
-	       !m->opt->drop_tombstones && w->records == 0;
+	if (w->opt.profile != KVS_PROFILE_BIT || !w->default_codes ||
+	    w->records != 0)
+		return false;
+	if (!m->opt->drop_tombstones)
+		return true;
+	/* A strong delete drops in the loop, but its first round must write
+	 * a record (the loop starts from the writer's first key). */
+	const kvs_cursor *a = m->cur[0], *b = m->cur[1];
+	int cmp;
+	seg_key_lcp(a->key, a->key_bits, b->key, b->key_bits, &cmp);
+	return (cmp < 0 ? a : b)->kind != KVS_KIND_TOMBSTONE;
 }
 
-static SPECIALIZED kvs_status merge_two_bits_with(merge *m, bool typed)
+static SPECIALIZED kvs_status merge_two_bits_with(merge *m, bool typed,
+                                                  bool drop)
 {
 	kvs_writer *w = m->w;
 	tfast f;
@@ -1853,16 +1864,48 @@ static SPECIALIZED kvs_status merge_two_bits_with(merge *m, bool typed)
 		m->st.replaced++;
 	if (cmp <= 0)
 		TFAST_ADVANCE(0);
+#define TFAST_SKIP(i)                                                          \
+	do {                                                                   \
+		uint64_t lcp_ = f.in[i].lcp;                                   \
+		TFAST_ADVANCE(i);                                              \
+		if (f.in[i].lcp > lcp_)                                        \
+			f.in[i].lcp = lcp_;                                    \
+	} while (0)
+#define TFAST_PUT(t)                                                           \
+	do {                                                                   \
+		if ((st = tout_put(&f, (t), live, typed)) != KVS_OK)           \
+			goto out;                                              \
+		if (drop)                                                      \
+			memcpy(w->prev_key, (t)->key,                          \
+			       (size_t)seg_key_bytes((t)->len));               \
+	} while (0)
+	/*
+	 * A strong delete (drop, typed framing) writes no tombstone: the last
+	 * output key P stays, and the next record K of the dropped one's
+	 * input (T) gets its LCP with P as min(LCP(K, T), LCP(T, P)), since
+	 * P < T < K. The last output key is kept in the writer's prev_key, as
+	 * it may not be the last record of an input.
+	 */
 	while (!ended) {
 		l = tin_heads_lcp(a, b, &cmp);
 		if (cmp < 0) {
-			if ((st = tout_put(&f, a, live, typed)) != KVS_OK)
-				goto out;
+			if (drop && a->tomb) {
+				m->st.dropped++;
+				TFAST_SKIP(0);
+				continue;
+			}
+			TFAST_PUT(a);
 			b->lcp = l;
 			TFAST_ADVANCE(0);
+		} else if (drop && b->tomb) {
+			m->st.dropped++;
+			TFAST_SKIP(1);
+			if (cmp == 0) { /* and the older binding */
+				m->st.replaced++;
+				TFAST_SKIP(0);
+			}
 		} else {
-			if ((st = tout_put(&f, b, live, typed)) != KVS_OK)
-				goto out;
+			TFAST_PUT(b);
 			a->lcp = l;
 			TFAST_ADVANCE(1);
 			if (cmp == 0) { /* the newer input wins */
@@ -1876,17 +1919,26 @@ static SPECIALIZED kvs_status merge_two_bits_with(merge *m, bool typed)
 	tin *r = &f.in[ri];
 	const tin *last = live[ri] ? r : b;
 	while (live[ri]) {
-		if ((st = tout_put(&f, r, live, typed)) != KVS_OK)
-			goto out;
+		if (drop && r->tomb) {
+			m->st.dropped++;
+			TFAST_SKIP(ri);
+			continue;
+		}
+		TFAST_PUT(r);
 		TFAST_ADVANCE(ri);
 	}
+#undef TFAST_PUT
+#undef TFAST_SKIP
 #undef TFAST_ADVANCE
 	m->st.input_records = tfast_consumed(&f, live);
-	m->st.output_records = m->st.input_records - m->st.replaced;
+	m->st.output_records =
+	    m->st.input_records - m->st.replaced - m->st.dropped;
 	tout_sync(w, o, m->st.output_records);
 	/* the last key: still in its input's buffer, which has not moved
-	 * since (the input has no record left) */
-	memcpy(w->prev_key, last->key, (size_t)seg_key_bytes(o->prev_len));
+	 * since (the input has no record left); with drop, already there */
+	if (!drop)
+		memcpy(w->prev_key, last->key,
+		       (size_t)seg_key_bytes(o->prev_len));
 out:
 	free(f.old);
 	free(f.first);
@@ -1899,8 +1951,10 @@ out:
 KVS_MULTIVERSION NO_SLP static kvs_status merge_two_bits_fast(merge *m)
 {
 	if (m->w->opt.framing == KVS_FRAMING_TYPED)
-		return merge_two_bits_with(m, true);
-	return merge_two_bits_with(m, false);
+		return m->opt->drop_tombstones
+		           ? merge_two_bits_with(m, true, true)
+		           : merge_two_bits_with(m, true, false);
+	return merge_two_bits_with(m, false, false);
 }
 
 static kvs_status merge_two(merge *m)
