@@ -1221,6 +1221,74 @@ static void test_tombstones(void **state)
 	g_mode = "";
 }
 
+/*
+ * A strong delete where one input ends early: the other's remaining
+ * records, tombstones among them, go through the two-input loops' last
+ * stretch (one input left), with keys whose LCPs vary (random 8-byte
+ * keys), in both typed modes, the short input older or newer.
+ */
+static int cmp8(const void *a, const void *b)
+{
+	return memcmp(a, b, 8);
+}
+
+static void test_strong_delete_tail(void **state)
+{
+	(void)state;
+	test_rng r = test_rng_for(g_seed, 17);
+	char base[PATH_MAX];
+	make_case_dirs(base, "strong_delete_tail");
+	enum { N = 600, SHORT = 20 };
+	uint8_t(*keys)[8] = malloc(N * sizeof *keys);
+	assert_non_null(keys);
+	for (unsigned m = BT; m <= IT; m += IT - BT) {
+		for (int short_newer = 0; short_newer < 2; short_newer++) {
+			for (size_t i = 0; i < N; i++)
+				put_be64(keys[i], test_rng_next(&r));
+			qsort(keys, N, 8, cmp8);
+			recs in[2];
+			memset(in, 0, sizeof in);
+			for (size_t i = 0; i < N; i++) {
+				if (i && !memcmp(keys[i], keys[i - 1], 8))
+					continue;
+				/* the first SHORT keys to one input, the rest
+				 * to the other, a third of them tombstones */
+				size_t which = (i < SHORT) == short_newer;
+				rec *x = recs_push(&in[which]);
+				x->key = keys[i];
+				x->bits = 64;
+				if (i >= SHORT && test_rng_below(&r, 3) == 0) {
+					x->kind = KVS_KIND_TOMBSTONE;
+				} else {
+					x->val = malloc(4);
+					assert_non_null(x->val);
+					memcpy(x->val, keys[i], 4);
+					x->vlen = 1 + test_rng_below(&r, 4);
+				}
+			}
+			unsigned im[2] = {m, m};
+			merge_run mr;
+			memset(&mr, 0, sizeof mr);
+			mr.n = 2;
+			mr.in = in;
+			mr.im = im;
+			mr.out_mode = m;
+			mr.drop = true;
+			mr.includes_oldest = true;
+			set_case("%s, the short input %s", MODES[m].name,
+			         short_newer ? "newer" : "older");
+			oracle o;
+			check_merge(base, &mr, &r, &o);
+			CHECK(o.dropped > 100, "%llu dropped", ULL(o.dropped));
+			recs_free(&o.out, false);
+			recs_free(&in[0], true);
+			recs_free(&in[1], true);
+		}
+	}
+	free(keys);
+	g_mode = "";
+}
+
 /* ---- tests: output codes ------------------------------------------------- */
 
 static void test_output_codes(void **state)
@@ -2533,6 +2601,7 @@ int main(int argc, char **argv)
 	    TEST(test_corrupt_input),
 	    TEST(test_corrupt_two_inputs),
 	    TEST(test_strong_delete_order),
+	    TEST(test_strong_delete_tail),
 	    TEST(test_corrupt_value_headers),
 	    TEST(test_enospc),
 	    TEST(test_enospc_hint),
