@@ -41,6 +41,10 @@
  * Raw framing has no tombstones: there a tombstone record of the fixture is
  * written as a value record with an empty value, in the inputs and in the
  * expected output.
+ *
+ * typed-byte-drop, typed-bit-drop: the same merge as a strong delete
+ * (drop_tombstones, includes_oldest); the expected output is kvs_writer's
+ * of the merged records without their tombstones.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +60,8 @@
 #include "harness.h"
 
 static const char *const variant_names[] = {
-    "typed-byte", "raw-byte", "typed-bit", "raw-bit", "floor", NULL,
+    "typed-byte",      "raw-byte",       "typed-bit", "raw-bit",
+    "typed-byte-drop", "typed-bit-drop", "floor",     NULL,
 };
 
 static off_t file_size(const char *path)
@@ -109,6 +114,32 @@ static kvs_segment *write_input(const char *path, const bench_seg_data *d,
 }
 
 /* ---- kvs_merge ---------------------------------------------------------- */
+
+/* d's records without its tombstones, in *out (free out->keys, ->values,
+ * ->value_off and ->tombstone). */
+static void without_tombstones(const bench_seg_data *d, bench_seg_data *out)
+{
+	memset(out, 0, sizeof *out);
+	out->key_len = d->key_len;
+	out->keys = bench_alloc(d->n * d->key_len + 1);
+	out->value_off = bench_alloc((d->n + 1) * sizeof *out->value_off);
+	out->values = bench_alloc(d->value_bytes + 1);
+	out->tombstone = bench_alloc(d->n + 1);
+	out->value_off[0] = 0;
+	for (size_t i = 0; i < d->n; i++) {
+		if (d->tombstone[i])
+			continue;
+		size_t j = out->n++;
+		memcpy(out->keys + j * d->key_len, d->keys + i * d->key_len,
+		       d->key_len);
+		uint64_t len = d->value_off[i + 1] - d->value_off[i];
+		memcpy(out->values + out->value_off[j],
+		       d->values + d->value_off[i], (size_t)len);
+		out->value_off[j + 1] = out->value_off[j] + len;
+		out->tombstone[j] = 0;
+	}
+	out->value_bytes = out->value_off[out->n];
+}
 
 typedef struct merge_run {
 	const bench_merge_workload *w;
@@ -179,18 +210,32 @@ static void run_kvseg(const bench_opts *o, const bench_merge_workload *w,
 	mode.sequence = 3;
 	r.opt.output = mode;
 	r.opt.includes_oldest = true;
+	r.opt.drop_tombstones = strstr(o->variant, "-drop") != NULL;
 
 	/* The expected output: kvs_writer fed the merged records. */
 	kvs_error err;
 	memset(&err, 0, sizeof err);
-	bench_kvs_check(bench_kvs_write(ref_path, merged, &mode, &err), &err,
-	                "writing the expected output");
+	bench_seg_data kept;
+	if (r.opt.drop_tombstones)
+		without_tombstones(merged, &kept);
+	bench_kvs_check(bench_kvs_write(ref_path,
+	                                r.opt.drop_tombstones ? &kept : merged,
+	                                &mode, &err),
+	                &err, "writing the expected output");
 	size_t ref_len, out_len;
 	uint8_t *ref = read_file(ref_path, &ref_len);
 	r.out_size = (off_t)ref_len;
 	r.expected.input_records = older->n + newer->n;
 	r.expected.output_records = merged->n;
 	r.expected.replaced = older->n + newer->n - merged->n;
+	if (r.opt.drop_tombstones) {
+		r.expected.output_records = kept.n;
+		r.expected.dropped = merged->n - kept.n;
+		free(kept.keys);
+		free(kept.values);
+		free(kept.value_off);
+		free(kept.tombstone);
+	}
 
 	kvs_merge_stats stats;
 	memset(&stats, 0, sizeof stats);
