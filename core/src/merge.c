@@ -259,8 +259,6 @@ static SPECIALIZED uint64_t lcp_of(const kvs_writer *w, const kvs_cursor *c,
 	return l == LCP_FIELD ? field_lcp(w, c) : l;
 }
 
-/* Writes input i's record, whose LCP with the last output key is lcp
- * (or SEG_LCP_UNKNOWN), and moves the input on. */
 /*
  * advance_counted for the two-input loop. The writer rejects a key that
  * is not above the last it wrote, which catches an input out of order as
@@ -286,6 +284,8 @@ static SPECIALIZED kvs_status advance_two(merge *m, size_t i, int in,
 	return st;
 }
 
+/* Writes input i's record, whose LCP with the last output key is lcp
+ * (or SEG_LCP_UNKNOWN), and moves the input on. */
 static SPECIALIZED kvs_status take(merge *m, size_t i, int in,
                                    kvs_profile profile, const seg_field *fields,
                                    uint64_t lcp, bool track, bool count)
@@ -890,7 +890,6 @@ static SPECIALIZED kvs_status bout_put(fast *f, const bin *b, const bool *live,
 	return KVS_OK;
 }
 
-/* Can merge_two_bytes_fast take this merge? */
 /* With a strong delete, the two-input loops drop tombstones in line, but
  * their first round must write a record (the loop starts from the
  * writer's first key): is the first round's winner no tombstone? */
@@ -902,6 +901,7 @@ static bool first_kept(const merge *m)
 	return (cmp < 0 ? a : b)->kind != KVS_KIND_TOMBSTONE;
 }
 
+/* Can merge_two_bytes_fast take this merge? */
 static bool bytes_fast_fits(const merge *m)
 {
 	const kvs_writer *w = m->w;
@@ -1004,15 +1004,14 @@ static SPECIALIZED kvs_status merge_two_bytes_with(merge *m, bool typed,
 	if (cmp <= 0 && (st = bin_advance(&f, 0, &live[0], typed)) != KVS_OK)
 		goto out;
 	/* Moves input i on; an input's end (found out of line) ends the loop. */
-#define FAST_ADVANCE(i)                                                      \
-	do {                                                                 \
-		if (!bin_next_fast(&f.in[i], typed)) {                               \
-			if ((st = bin_next_slow(&f, i, &live[i])) != KVS_OK) \
-				goto out;                                     \
-			ended |= !live[i];                                    \
-		}                                                             \
+#define FAST_ADVANCE(i)                                                        \
+	do {                                                                   \
+		if (!bin_next_fast(&f.in[i], typed)) {                         \
+			if ((st = bin_next_slow(&f, i, &live[i])) != KVS_OK)   \
+				goto out;                                      \
+			ended |= !live[i];                                     \
+		}                                                              \
 	} while (0)
-		/* A strong delete: as in merge_two_bits_with (TFAST_SKIP). */
 #define FAST_SKIP(i)                                                           \
 	do {                                                                   \
 		uint64_t lcp_ = f.in[i].lcp;                                   \
@@ -1027,6 +1026,7 @@ static SPECIALIZED kvs_status merge_two_bytes_with(merge *m, bool typed,
 		if (drop)                                                      \
 			memcpy(w->prev_key, (t)->key, (size_t)(t)->len);       \
 	} while (0)
+	/* A strong delete: as in merge_two_bits_with (TFAST_SKIP). */
 	bool ended = !live[0] || !live[1];
 	while (!ended) {
 		l = heads_lcp(a, b, &cmp);
@@ -1056,20 +1056,14 @@ static SPECIALIZED kvs_status merge_two_bytes_with(merge *m, bool typed,
 			}
 		}
 	}
-#undef FAST_ADVANCE
 	/* one input left: its records follow each other */
 	size_t ri = live[0] ? 0 : 1;
 	bin *r = &f.in[ri];
 	const bin *last = live[ri] ? r : b;
 	while (live[ri]) {
 		if (drop && r->vh == 0) {
-			uint64_t lcp = r->lcp;
 			m->st.dropped++;
-			if ((st = bin_advance(&f, ri, &live[ri], typed)) !=
-			    KVS_OK)
-				goto out;
-			if (r->lcp > lcp)
-				r->lcp = lcp;
+			FAST_SKIP(ri);
 			continue;
 		}
 		FAST_PUT(r);
@@ -1078,6 +1072,7 @@ static SPECIALIZED kvs_status merge_two_bytes_with(merge *m, bool typed,
 	}
 #undef FAST_PUT
 #undef FAST_SKIP
+#undef FAST_ADVANCE
 	m->st.input_records = fast_consumed(&f, live);
 	m->st.output_records =
 	    m->st.input_records - m->st.replaced - m->st.dropped;
