@@ -1898,14 +1898,14 @@ static void test_cancel(void **state)
 	path_join(in_dir, base, "in");
 	path_join(out_dir, base, "out");
 	merge_case mc = {
-	    "", KEYS_STRUCTURED, VALS_SMALL, 0, 70000, true, 4, 70, 10, 0};
+	    "", KEYS_STRUCTURED, VALS_SMALL, 0, 70000, true, 5, 70, 10, 0};
 	universe u;
 	uni_generate(&u, &mc, &r);
-	static const unsigned im[4] = {IT, BT, IT, BT};
+	static const unsigned im[5] = {IT, BT, IT, BT, BT};
 	recs *in = gen_inputs(&mc, &u, im, &r);
 	merge_run mr;
 	memset(&mr, 0, sizeof mr);
-	mr.n = 4;
+	mr.n = 5;
 	mr.in = in;
 	mr.im = im;
 	mr.in_K = 15;
@@ -1939,11 +1939,23 @@ static void test_cancel(void **state)
 		cancel_runs(ss, 2, out_dir, merge_opts(&mr, 5),
 		            in[first].n + in[first + 2].n);
 	}
-	mr.n = 4;
+	/* three inputs of one bit mode into it: the N-input bit loop, which
+	 * reports progress at its output restarts too */
+	static const unsigned bim[3] = {BT, BT, BT};
+	kvs_segment *bits3[3] = {segs[1], segs[3], segs[4]};
+	recs bin3[3] = {in[1], in[3], in[4]};
+	mr.n = 3;
+	mr.in = bin3;
+	mr.im = bim;
+	mr.out_mode = BT;
+	set_mode_of(&mr);
+	cancel_runs(bits3, 3, out_dir, merge_opts(&mr, 5),
+	            in[1].n + in[3].n + in[4].n);
+	mr.n = 5;
 	mr.in = in;
 	mr.im = im;
-	close_inputs(in_dir, segs, 4);
-	free_inputs(in, 4);
+	close_inputs(in_dir, segs, 5);
+	free_inputs(in, 5);
 	uni_free(&u);
 	g_mode = "";
 }

@@ -917,16 +917,16 @@ static bool bytes_fast_fits(const merge *m)
 }
 
 /*
- * What both two-input loops need before they start: room for every restart
+ * What the in-line loops need before they start: room for every restart
  * of the output, and for keys as long as the inputs' longest (16 bytes
  * more): *old, *first (zeroed: a key in words, zero after it) and the
  * writer's previous key. The caller frees *old and *first.
  */
-static kvs_status two_setup(merge *m, uint8_t **old, uint8_t **first)
+static kvs_status loop_setup(merge *m, uint8_t **old, uint8_t **first)
 {
 	kvs_writer *w = m->w;
 	uint64_t max_len = 0;
-	for (size_t i = 0; i < 2; i++) {
+	for (size_t i = 0; i < m->n; i++) {
 		uint64_t l = seg_key_bytes(m->cur[i]->seg->max_key_bits);
 		if (l > max_len)
 			max_len = l;
@@ -947,11 +947,11 @@ static kvs_status two_setup(merge *m, uint8_t **old, uint8_t **first)
 	return KVS_OK;
 }
 
-/* two_setup, and the byte loop's output buffer. */
+/* loop_setup, and the byte loop's output buffer. */
 static kvs_status fast_setup(fast *f, merge *m)
 {
 	kvs_writer *w = m->w;
-	kvs_status st = two_setup(m, &f->old, &f->first);
+	kvs_status st = loop_setup(m, &f->old, &f->first);
 	if (st == KVS_OK &&
 	    seg_grow(&w->buf, &w->buf_cap, FAST_CHUNK + FAST_MAXREC) != KVS_OK)
 		return seg_writer_fail(w, m->err, KVS_E_NOMEM, "%s: %s",
@@ -1153,7 +1153,8 @@ typedef struct tout { /* the output */
 } tout;
 
 typedef struct tfast {
-	tin in[2];
+	tin *in; /* the inputs, n of them */
+	size_t n;
 	tout o;
 	merge *m;
 	uint8_t *old;   /* the previous key of an input, for a restart */
@@ -1510,7 +1511,7 @@ static SPECIALIZED bool tin_next_restart(tin *b, bool typed)
 static uint64_t tfast_consumed(const tfast *f, const bool *live)
 {
 	uint64_t n = 0;
-	for (size_t i = 0; i < 2; i++) {
+	for (size_t i = 0; i < f->n; i++) {
 		const tin *b = &f->in[i];
 		uint64_t records = f->m->cur[i]->seg->records;
 		uint64_t left = b->left - (b->granted - b->budget);
@@ -1780,7 +1781,7 @@ static SPECIALIZED bool tout_try_restart(tfast *f, const tin *b, bool typed)
 		return false;
 	uint64_t len = b->len;
 	uint64_t at = words_lcp(f->first, f->first_len, b->key, len);
-	size_t j = w->restarts_len++; /* room: two_setup */
+	size_t j = w->restarts_len++; /* room: loop_setup */
 	w->restarts[j] =
 	    8 * (w->flushed + (uint64_t)(bw->p - w->bw.buf)) + bw->bits;
 	w->fence_skip[j] = at;
@@ -1866,11 +1867,15 @@ static SPECIALIZED kvs_status merge_two_bits_with(merge *m, bool typed,
 {
 	kvs_writer *w = m->w;
 	tfast f;
+	tin in[2];
 	memset(&f, 0, sizeof f);
+	memset(in, 0, sizeof in);
 	f.m = m;
-	tin *a = &f.in[0], *b = &f.in[1];
+	f.in = in;
+	f.n = 2;
+	tin *a = &in[0], *b = &in[1];
 	bool live[2] = {true, true};
-	kvs_status st = two_setup(m, &f.old, &f.first);
+	kvs_status st = loop_setup(m, &f.old, &f.first);
 	if (st != KVS_OK)
 		goto out;
 	tin_load(a, m->cur[0]);
@@ -1891,14 +1896,14 @@ static SPECIALIZED kvs_status merge_two_bits_with(merge *m, bool typed,
 	else
 		a->lcp = l;
 	/* Moves input i on; an input's end (found out of line) ends the loop. */
-#define TFAST_ADVANCE(i)                                                     \
-	do {                                                                 \
-		if (!tin_next_fast(&f.in[i], typed) &&                       \
-		    !tin_next_restart(&f.in[i], typed)) {                    \
-			if ((st = tin_next_slow(&f, i, &live[i])) != KVS_OK) \
-				goto out;                                    \
-			ended |= !live[i];                                   \
-		}                                                            \
+#define TFAST_ADVANCE(i)                                                       \
+	do {                                                                   \
+		if (!tin_next_fast(&in[i], typed) &&                           \
+		    !tin_next_restart(&in[i], typed)) {                        \
+			if ((st = tin_next_slow(&f, i, &live[i])) != KVS_OK)   \
+				goto out;                                      \
+			ended |= !live[i];                                     \
+		}                                                              \
 	} while (0)
 	bool ended = false;
 	if (cmp >= 0)
@@ -1909,10 +1914,10 @@ static SPECIALIZED kvs_status merge_two_bits_with(merge *m, bool typed,
 		TFAST_ADVANCE(0);
 #define TFAST_SKIP(i)                                                          \
 	do {                                                                   \
-		uint64_t lcp_ = f.in[i].lcp;                                   \
+		uint64_t lcp_ = in[i].lcp;                                     \
 		TFAST_ADVANCE(i);                                              \
-		if (f.in[i].lcp > lcp_)                                        \
-			f.in[i].lcp = lcp_;                                    \
+		if (in[i].lcp > lcp_)                                          \
+			in[i].lcp = lcp_;                                      \
 	} while (0)
 #define TFAST_PUT(t)                                                           \
 	do {                                                                   \
@@ -1959,7 +1964,7 @@ static SPECIALIZED kvs_status merge_two_bits_with(merge *m, bool typed,
 	}
 	/* one input left: its records follow each other */
 	size_t ri = live[0] ? 0 : 1;
-	tin *r = &f.in[ri];
+	tin *r = &in[ri];
 	const tin *last = live[ri] ? r : b;
 	while (live[ri]) {
 		if (drop && r->tomb) {
@@ -2118,6 +2123,169 @@ KVS_MULTIVERSION FLATTEN static kvs_status merge_tree_bit(merge *m)
 	                       seg_default_fields);
 }
 
+/*
+ * N inputs in line: the bit loop's inputs (tin) and output (tout) under
+ * the LCP-aware loser tree (see match), each tin's lcp the tree's. The
+ * root comes out with its LCP with the last output key, which is what
+ * tout_put writes; the input it came from moves on to a record whose LCP
+ * field is its LCP with that key, as the next record of the input that
+ * wrote it. Older bindings of the key come next at the root, with an LCP
+ * of their whole length, the last key's.
+ */
+static SPECIALIZED bool tin_match(tin *in, const bool *live, size_t x, size_t y)
+{
+	if (!live[x])
+		return false;
+	if (!live[y])
+		return true;
+	int cmp;
+	uint64_t l = tin_heads_lcp(&in[x], &in[y], &cmp);
+	bool first = cmp < 0 || (cmp == 0 && x > y);
+	in[first ? y : x].lcp = l;
+	return first;
+}
+
+static SPECIALIZED void tin_replay(merge *m, tin *in, const bool *live,
+                                   size_t i)
+{
+	size_t winner = i;
+	for (size_t node = (m->n + i) / 2; node >= 1; node /= 2) {
+		if (m->tree[node] == EMPTY) { /* only while building */
+			m->tree[node] = winner;
+			return;
+		}
+		if (tin_match(in, live, m->tree[node], winner)) {
+			size_t t = m->tree[node];
+			m->tree[node] = winner;
+			winner = t;
+		}
+	}
+	m->tree[0] = winner;
+}
+
+/* Can merge_tree_bits_fast take this merge? (as bits_fast_fits) */
+static bool tree_bits_fits(const merge *m)
+{
+	const kvs_writer *w = m->w;
+	for (size_t i = 0; i < m->n; i++) {
+		const kvs_cursor *c = m->cur[i];
+		if (c->seg->profile != KVS_PROFILE_BIT ||
+		    !c->seg->default_codes ||
+		    c->seg->framing != w->opt.framing || !on_record(c))
+			return false;
+	}
+	return w->opt.profile == KVS_PROFILE_BIT && w->default_codes &&
+	       w->records == 0 && !m->opt->drop_tombstones;
+}
+
+static SPECIALIZED kvs_status merge_tree_bits_with(merge *m, bool typed)
+{
+	kvs_writer *w = m->w;
+	size_t n = m->n;
+	tfast f;
+	memset(&f, 0, sizeof f);
+	f.m = m;
+	f.n = n;
+	f.in = calloc(n, sizeof *f.in);
+	bool *live = calloc(n, sizeof *live);
+	kvs_status st = KVS_E_NOMEM;
+	if (!f.in || !live) {
+		kvs_error_set(m->err, st, "out of memory");
+		goto out;
+	}
+	if ((st = loop_setup(m, &f.old, &f.first)) != KVS_OK)
+		goto out;
+	/* the first round: the writer's general path, which keeps the key;
+	 * equal keys: the newest input's */
+	size_t top = 0;
+	for (size_t i = 0; i < n; i++) {
+		tin_load(&f.in[i], m->cur[i]);
+		live[i] = true;
+		int cmp;
+		seg_key_lcp(f.in[i].key, f.in[i].len, f.in[top].key,
+		            f.in[top].len, &cmp);
+		if (cmp <= 0)
+			top = i;
+	}
+	if ((st = emit_with(m, top, KVS_PROFILE_BIT, seg_default_fields)) !=
+	    KVS_OK)
+		goto out;
+	tout *o = &f.o;
+	if ((st = tout_load(o, w, m->err)) != KVS_OK)
+		goto out;
+	f.first_len = w->first_bits;
+	memcpy(f.first, w->first_key, (size_t)seg_key_bytes(f.first_len));
+	/* Moves input i on; an input's end is found out of line. */
+#define TREE_ADVANCE(i)                                                        \
+	do {                                                                   \
+		if (!tin_next_fast(&f.in[i], typed) &&                         \
+		    !tin_next_restart(&f.in[i], typed) &&                      \
+		    (st = tin_next_slow(&f, i, &live[i])) != KVS_OK)           \
+			goto out;                                              \
+	} while (0)
+	size_t last = top; /* the input of the last output key */
+	for (size_t i = 0; i < n; i++) {
+		if (i == top)
+			continue;
+		int cmp;
+		uint64_t l = seg_key_lcp(f.in[i].key, f.in[i].len,
+		                         f.in[top].key, f.in[top].len, &cmp);
+		f.in[i].lcp = l;
+		if (cmp == 0) {
+			m->st.replaced++;
+			TREE_ADVANCE(i);
+		}
+	}
+	TREE_ADVANCE(top);
+	for (size_t i = 0; i < n; i++)
+		m->tree[i] = EMPTY;
+	for (size_t i = 0; i < n; i++)
+		tin_replay(m, f.in, live, i);
+	for (;;) {
+		size_t i = m->tree[0];
+		if (!live[i])
+			break;
+		if ((st = tout_put(&f, &f.in[i], live, typed)) != KVS_OK)
+			goto out;
+		last = i;
+		TREE_ADVANCE(i);
+		tin_replay(m, f.in, live, i);
+		for (;;) { /* older bindings of the key just written */
+			size_t j = m->tree[0];
+			const tin *b = &f.in[j];
+			if (!live[j] || b->lcp != b->len ||
+			    b->len != o->prev_len)
+				break;
+			m->st.replaced++;
+			TREE_ADVANCE(j);
+			tin_replay(m, f.in, live, j);
+		}
+	}
+#undef TREE_ADVANCE
+	m->st.input_records = tfast_consumed(&f, live);
+	m->st.output_records = m->st.input_records - m->st.replaced;
+	tout_sync(w, o, m->st.output_records);
+	/* the last key: still in its input's buffer, which has not moved
+	 * since (the input has no record left) */
+	memcpy(w->prev_key, f.in[last].key, (size_t)seg_key_bytes(o->prev_len));
+out:
+	free(f.old);
+	free(f.first);
+	free(f.in);
+	free(live);
+	for (size_t i = 0; i < n; i++)
+		m->cur[i]->ordinal = m->cur[i]->seg->records;
+	return st;
+}
+
+/* The framing as a constant. */
+KVS_MULTIVERSION NO_SLP static kvs_status merge_tree_bits_fast(merge *m)
+{
+	if (m->w->opt.framing == KVS_FRAMING_TYPED)
+		return merge_tree_bits_with(m, true);
+	return merge_tree_bits_with(m, false);
+}
+
 static kvs_status merge_tree(merge *m)
 {
 	const kvs_writer *w = m->w;
@@ -2131,7 +2299,8 @@ static kvs_status merge_tree(merge *m)
 	if (out_byte && all_byte)
 		return merge_tree_byte(m);
 	if (!out_byte && w->default_codes && all_bit)
-		return merge_tree_bit(m);
+		return tree_bits_fits(m) ? merge_tree_bits_fast(m)
+		                         : merge_tree_bit(m);
 	if (out_byte)
 		return merge_tree_with(m, IN_ANY, KVS_PROFILE_BYTE,
 		                       seg_default_fields);
