@@ -922,6 +922,53 @@ static void test_worked_example(void **state)
 
 /* ---- tests: modes -------------------------------------------------------- */
 
+/*
+ * In an N-input merge an older binding of the last output key P waits in
+ * the tree while the newer input moves on; when its next key extends P,
+ * the two share their LCP with P and one ends there. The older input's
+ * previous key was longer, so bytes past P's end are left in its buffer.
+ * Every mode, its three inputs of that mode (the N-input loops).
+ */
+static void test_prefix_binding(void **state)
+{
+	(void)state;
+	test_rng r = test_rng_for(g_seed, 12);
+	char base[PATH_MAX];
+	make_case_dirs(base, "prefix_binding");
+	static const char *const keys[3][2] = {
+	    {"aazzzzzzzzzzzzzzzzzzzzzz", "ab"}, {"ab", "abc"}, {"b", NULL}};
+	for (unsigned mode = 0; mode < NMODES; mode++) {
+		recs in[3];
+		memset(in, 0, sizeof in);
+		for (size_t i = 0; i < 3; i++)
+			for (size_t k = 0; k < 2 && keys[i][k]; k++) {
+				rec *x = recs_push(&in[i]);
+				x->key = (const uint8_t *)keys[i][k];
+				x->bits = 8 * strlen(keys[i][k]);
+				x->val = malloc(1);
+				assert_non_null(x->val);
+				x->val[0] = (uint8_t)('0' + i);
+				x->vlen = 1;
+			}
+		unsigned im[3] = {mode, mode, mode};
+		merge_run mr;
+		memset(&mr, 0, sizeof mr);
+		mr.n = 3;
+		mr.in = in;
+		mr.im = im;
+		mr.out_mode = mode;
+		set_case("a prefix of the newer input's next key");
+		oracle o;
+		check_merge(base, &mr, &r, &o);
+		EXPECT_U64(o.out.n, 4, "output records");
+		EXPECT_U64(o.replaced, 1, "oracle replaced");
+		recs_free(&o.out, false);
+		for (size_t i = 0; i < 3; i++)
+			recs_free(&in[i], true);
+	}
+	g_mode = "";
+}
+
 static void test_modes(void **state)
 {
 	(void)state;
@@ -2598,6 +2645,7 @@ int main(int argc, char **argv)
 	g_seed = test_seed_from_env("test_merge", SEED);
 	const struct CMUnitTest tests[] = {
 	    TEST(test_worked_example),
+	    TEST(test_prefix_binding),
 	    TEST(test_modes),
 	    TEST(test_shapes),
 	    TEST(test_input_counts),

@@ -439,7 +439,8 @@ typedef struct bout { /* the output */
 } bout;
 
 typedef struct fast {
-	bin in[2];
+	bin *in; /* the inputs, n of them */
+	size_t n;
 	bout o;
 	merge *m;
 	uint8_t *old;   /* the previous key of an input, for a restart */
@@ -716,7 +717,7 @@ static SPECIALIZED kvs_status bin_advance(fast *f, size_t i, bool *live,
 static uint64_t fast_consumed(const fast *f, const bool *live)
 {
 	uint64_t n = 0;
-	for (size_t i = 0; i < 2; i++) {
+	for (size_t i = 0; i < f->n; i++) {
 		const bin *b = &f->in[i];
 		uint64_t records = f->m->cur[i]->seg->records;
 		uint64_t left = b->left - (b->granted - b->budget);
@@ -748,6 +749,22 @@ static void bout_grant(bout *o, const kvs_writer *w)
 	uint64_t room = (uint64_t)(w->buf + w->buf_cap - o->op) / FAST_MAXREC;
 	o->granted = o->budget = o->until_restart < room ? o->until_restart
 	                                                  : room;
+}
+
+/* o from the writer's state after the first round. */
+static void bout_load(bout *o, const kvs_writer *w)
+{
+	o->op = w->buf + w->buf_len;
+	o->prev_len = w->prev_bits / 8;
+	o->prev_vh = w->prev_vh;
+	o->K = w->opt.restart_interval;
+	o->until_restart = w->in_block ? o->K - w->in_block : 0;
+	o->typed = w->opt.framing == KVS_FRAMING_TYPED;
+	o->tombstones = w->tombstones;
+	o->key_bytes = w->key_bits / 8;
+	o->value_bytes = w->value_bytes;
+	o->max_len = w->max_key_bits / 8;
+	bout_grant(o, w);
 }
 
 /* The record's bytes after its header (FORMAT.md §6.1), the key from lcp. */
@@ -964,9 +981,13 @@ static SPECIALIZED kvs_status merge_two_bytes_with(merge *m, bool typed,
 {
 	kvs_writer *w = m->w;
 	fast f;
+	bin in[2];
 	memset(&f, 0, sizeof f);
+	memset(in, 0, sizeof in);
 	f.m = m;
-	bin *a = &f.in[0], *b = &f.in[1];
+	f.in = in;
+	f.n = 2;
+	bin *a = &in[0], *b = &in[1];
 	bool live[2] = {true, true};
 	kvs_status st = fast_setup(&f, m);
 	if (st != KVS_OK)
@@ -982,17 +1003,7 @@ static SPECIALIZED kvs_status merge_two_bytes_with(merge *m, bool typed,
 	f.first_len = w->first_bits / 8;
 	memcpy(f.first, w->first_key, (size_t)f.first_len);
 	bout *o = &f.o;
-	o->op = w->buf + w->buf_len;
-	o->prev_len = w->prev_bits / 8;
-	o->prev_vh = w->prev_vh;
-	o->K = w->opt.restart_interval;
-	o->until_restart = w->in_block ? o->K - w->in_block : 0;
-	o->typed = w->opt.framing == KVS_FRAMING_TYPED;
-	o->tombstones = w->tombstones;
-	o->key_bytes = w->key_bits / 8;
-	o->value_bytes = w->value_bytes;
-	o->max_len = w->max_key_bits / 8;
-	bout_grant(o, w);
+	bout_load(o, w);
 	if (cmp <= 0)
 		b->lcp = l;
 	else
@@ -1006,7 +1017,7 @@ static SPECIALIZED kvs_status merge_two_bytes_with(merge *m, bool typed,
 	/* Moves input i on; an input's end (found out of line) ends the loop. */
 #define FAST_ADVANCE(i)                                                        \
 	do {                                                                   \
-		if (!bin_next_fast(&f.in[i], typed)) {                         \
+		if (!bin_next_fast(&in[i], typed)) {                           \
 			if ((st = bin_next_slow(&f, i, &live[i])) != KVS_OK)   \
 				goto out;                                      \
 			ended |= !live[i];                                     \
@@ -1014,10 +1025,10 @@ static SPECIALIZED kvs_status merge_two_bytes_with(merge *m, bool typed,
 	} while (0)
 #define FAST_SKIP(i)                                                           \
 	do {                                                                   \
-		uint64_t lcp_ = f.in[i].lcp;                                   \
+		uint64_t lcp_ = in[i].lcp;                                     \
 		FAST_ADVANCE(i);                                               \
-		if (f.in[i].lcp > lcp_)                                        \
-			f.in[i].lcp = lcp_;                                    \
+		if (in[i].lcp > lcp_)                                          \
+			in[i].lcp = lcp_;                                      \
 	} while (0)
 #define FAST_PUT(t)                                                            \
 	do {                                                                   \
@@ -1058,7 +1069,7 @@ static SPECIALIZED kvs_status merge_two_bytes_with(merge *m, bool typed,
 	}
 	/* one input left: its records follow each other */
 	size_t ri = live[0] ? 0 : 1;
-	bin *r = &f.in[ri];
+	bin *r = &in[ri];
 	const bin *last = live[ri] ? r : b;
 	while (live[ri]) {
 		if (drop && r->vh == 0) {
@@ -2132,8 +2143,10 @@ KVS_MULTIVERSION FLATTEN static kvs_status merge_tree_bit(merge *m)
  * wrote it. Older bindings of the key come next at the root, with an LCP
  * of their whole length, the last key's.
  */
-static SPECIALIZED bool tin_match(tin *in, const bool *live, size_t x, size_t y)
+static SPECIALIZED bool tin_match(void *inputs, const bool *live, size_t x,
+                                  size_t y)
 {
+	tin *in = inputs;
 	if (!live[x])
 		return false;
 	if (!live[y])
@@ -2145,8 +2158,10 @@ static SPECIALIZED bool tin_match(tin *in, const bool *live, size_t x, size_t y)
 	return first;
 }
 
-static SPECIALIZED void tin_replay(merge *m, tin *in, const bool *live,
-                                   size_t i)
+/* replay over the in-line loops' inputs, with their match (a constant). */
+static SPECIALIZED void
+tree_replay(merge *m, void *in, const bool *live, size_t i,
+            bool (*match_in)(void *, const bool *, size_t, size_t))
 {
 	size_t winner = i;
 	for (size_t node = (m->n + i) / 2; node >= 1; node /= 2) {
@@ -2154,7 +2169,7 @@ static SPECIALIZED void tin_replay(merge *m, tin *in, const bool *live,
 			m->tree[node] = winner;
 			return;
 		}
-		if (tin_match(in, live, m->tree[node], winner)) {
+		if (match_in(in, live, m->tree[node], winner)) {
 			size_t t = m->tree[node];
 			m->tree[node] = winner;
 			winner = t;
@@ -2240,7 +2255,7 @@ static SPECIALIZED kvs_status merge_tree_bits_with(merge *m, bool typed)
 	for (size_t i = 0; i < n; i++)
 		m->tree[i] = EMPTY;
 	for (size_t i = 0; i < n; i++)
-		tin_replay(m, f.in, live, i);
+		tree_replay(m, f.in, live, i, tin_match);
 	for (;;) {
 		size_t i = m->tree[0];
 		if (!live[i])
@@ -2249,7 +2264,7 @@ static SPECIALIZED kvs_status merge_tree_bits_with(merge *m, bool typed)
 			goto out;
 		last = i;
 		TREE_ADVANCE(i);
-		tin_replay(m, f.in, live, i);
+		tree_replay(m, f.in, live, i, tin_match);
 		for (;;) { /* older bindings of the key just written */
 			size_t j = m->tree[0];
 			const tin *b = &f.in[j];
@@ -2258,7 +2273,7 @@ static SPECIALIZED kvs_status merge_tree_bits_with(merge *m, bool typed)
 				break;
 			m->st.replaced++;
 			TREE_ADVANCE(j);
-			tin_replay(m, f.in, live, j);
+			tree_replay(m, f.in, live, j, tin_match);
 		}
 	}
 #undef TREE_ADVANCE
@@ -2286,6 +2301,151 @@ KVS_MULTIVERSION NO_SLP static kvs_status merge_tree_bits_fast(merge *m)
 	return merge_tree_bits_with(m, false);
 }
 
+/*
+ * N byte inputs in line, as merge_tree_bits_with: the byte loop's inputs
+ * (bin) and output (bout) under the loser tree. Its matches may meet an
+ * older binding of the last output key P, which heads_lcp does not take
+ * (its keys are above P): of two keys that share their LCPs with P, one
+ * that ends there is a prefix of the other.
+ */
+static SPECIALIZED bool bin_match(void *inputs, const bool *live, size_t x,
+                                  size_t y)
+{
+	bin *in = inputs;
+	if (!live[x])
+		return false;
+	if (!live[y])
+		return true;
+	bin *a = &in[x], *b = &in[y];
+	int cmp;
+	uint64_t l = a->lcp;
+	if (l == b->lcp && (l == a->len || l == b->len))
+		cmp = a->len < b->len ? -1 : a->len > b->len;
+	else
+		l = heads_lcp(a, b, &cmp);
+	bool first = cmp < 0 || (cmp == 0 && x > y);
+	in[first ? y : x].lcp = l;
+	return first;
+}
+
+/* Can merge_tree_bytes_fast take this merge? (as bytes_fast_fits) */
+static bool tree_bytes_fits(const merge *m)
+{
+	const kvs_writer *w = m->w;
+	for (size_t i = 0; i < m->n; i++) {
+		const kvs_cursor *c = m->cur[i];
+		if (c->seg->profile != KVS_PROFILE_BYTE ||
+		    c->seg->framing != w->opt.framing || !on_record(c))
+			return false;
+	}
+	return w->opt.profile == KVS_PROFILE_BYTE && w->records == 0 &&
+	       !m->opt->drop_tombstones;
+}
+
+static SPECIALIZED kvs_status merge_tree_bytes_with(merge *m, bool typed)
+{
+	kvs_writer *w = m->w;
+	size_t n = m->n;
+	fast f;
+	memset(&f, 0, sizeof f);
+	f.m = m;
+	f.n = n;
+	f.in = calloc(n, sizeof *f.in);
+	bool *live = calloc(n, sizeof *live);
+	kvs_status st = KVS_E_NOMEM;
+	if (!f.in || !live) {
+		kvs_error_set(m->err, st, "out of memory");
+		goto out;
+	}
+	if ((st = fast_setup(&f, m)) != KVS_OK)
+		goto out;
+	/* the first round: the writer's general path, which keeps the key;
+	 * equal keys: the newest input's */
+	size_t top = 0;
+	for (size_t i = 0; i < n; i++) {
+		bin_load(&f.in[i], m->cur[i]);
+		live[i] = true;
+		int cmp;
+		key_lcp_bits(f.in[i].key, f.in[i].len, f.in[top].key,
+		             f.in[top].len, &cmp);
+		if (cmp <= 0)
+			top = i;
+	}
+	if ((st = emit_with(m, top, KVS_PROFILE_BYTE, seg_default_fields)) !=
+	    KVS_OK)
+		goto out;
+	f.first_len = w->first_bits / 8;
+	memcpy(f.first, w->first_key, (size_t)f.first_len);
+	bout *o = &f.o;
+	bout_load(o, w);
+	size_t last = top; /* the input of the last output key */
+	for (size_t i = 0; i < n; i++) {
+		if (i == top)
+			continue;
+		int cmp;
+		f.in[i].lcp = key_lcp_bits(f.in[i].key, f.in[i].len,
+		                           f.in[top].key, f.in[top].len, &cmp) /
+		              8;
+		if (cmp == 0) {
+			m->st.replaced++;
+			if ((st = bin_advance(&f, i, &live[i], typed)) !=
+			    KVS_OK)
+				goto out;
+		}
+	}
+	if ((st = bin_advance(&f, top, &live[top], typed)) != KVS_OK)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		m->tree[i] = EMPTY;
+	for (size_t i = 0; i < n; i++)
+		tree_replay(m, f.in, live, i, bin_match);
+	for (;;) {
+		size_t i = m->tree[0];
+		if (!live[i])
+			break;
+		if ((st = bout_put(&f, &f.in[i], live, typed)) != KVS_OK)
+			goto out;
+		last = i;
+		if ((st = bin_advance(&f, i, &live[i], typed)) != KVS_OK)
+			goto out;
+		tree_replay(m, f.in, live, i, bin_match);
+		for (;;) { /* older bindings of the key just written */
+			size_t j = m->tree[0];
+			const bin *b = &f.in[j];
+			if (!live[j] || b->lcp != b->len ||
+			    b->len != o->prev_len)
+				break;
+			m->st.replaced++;
+			if ((st = bin_advance(&f, j, &live[j], typed)) !=
+			    KVS_OK)
+				goto out;
+			tree_replay(m, f.in, live, j, bin_match);
+		}
+	}
+	m->st.input_records = fast_consumed(&f, live);
+	m->st.output_records = m->st.input_records - m->st.replaced;
+	bout_sync(w, o, m->st.output_records);
+	/* the last key: still in its input's buffer, which has not moved
+	 * since (the input has no record left) */
+	memcpy(w->prev_key, f.in[last].key, (size_t)o->prev_len);
+out:
+	free(f.old);
+	free(f.first);
+	free(f.in);
+	free(live);
+	for (size_t i = 0; i < n; i++)
+		m->cur[i]->ordinal = m->cur[i]->seg->records;
+	return st;
+}
+
+/* The framing as a constant. */
+static kvs_status merge_tree_bytes_fast(merge *m)
+{
+	if (m->w->opt.framing == KVS_FRAMING_TYPED)
+		return merge_tree_bytes_with(m, true);
+	return merge_tree_bytes_with(m, false);
+}
+
 static kvs_status merge_tree(merge *m)
 {
 	const kvs_writer *w = m->w;
@@ -2297,7 +2457,8 @@ static kvs_status merge_tree(merge *m)
 		all_bit &= s->profile == KVS_PROFILE_BIT && s->default_codes;
 	}
 	if (out_byte && all_byte)
-		return merge_tree_byte(m);
+		return tree_bytes_fits(m) ? merge_tree_bytes_fast(m)
+		                          : merge_tree_byte(m);
 	if (!out_byte && w->default_codes && all_bit)
 		return tree_bits_fits(m) ? merge_tree_bits_fast(m)
 		                         : merge_tree_bit(m);
