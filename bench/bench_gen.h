@@ -646,6 +646,8 @@ typedef struct bench_merge_workload {
 	int overlap;        /* merge-overlap-F */
 	bench_seg_spec out; /* the output's records; out.name is out_name */
 	char out_name[64];
+	unsigned ways; /* bench_merge's N-input variants: output record i is
+	                * in input i % ways (0: the workload's two inputs) */
 } bench_merge_workload;
 
 #define BENCH_MERGE_FIXTURES 4
@@ -725,10 +727,13 @@ static inline void bench_merge_parse(bench_opts *o, bench_merge_workload *w,
 		bench_fail("cannot parse workload %s", o->workload);
 }
 
-/* Whether output record i is in the newer (or the older) input. */
+/* Whether output record i is in the newer (or the older) input; with
+ * w->ways, whether it is in input `newer` of them. */
 static inline int bench_merge_in_input(const bench_merge_workload *w, int newer,
                                        size_t i)
 {
+	if (w->ways)
+		return i % w->ways == (size_t)newer;
 	if (!w->overlap)
 		return (int)(i & 1) == newer;
 	return newer ? i % 4 != 1 : i % 4 != 3;

@@ -45,6 +45,10 @@
  * typed-byte-drop, typed-bit-drop: the same merge as a strong delete
  * (drop_tombstones, includes_oldest); the expected output is kvs_writer's
  * of the merged records without their tombstones.
+ *
+ * typed-byte-4way, typed-bit-4way: the merged records split among four
+ * inputs instead (record i in input i % 4, sequences 1 to 4), merged into
+ * the same output: kvs_merge's N-input path.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,9 +64,14 @@
 #include "harness.h"
 
 static const char *const variant_names[] = {
-    "typed-byte",      "raw-byte",       "typed-bit", "raw-bit",
-    "typed-byte-drop", "typed-bit-drop", "floor",     NULL,
+    "typed-byte",      "raw-byte",
+    "typed-bit",       "raw-bit",
+    "typed-byte-drop", "typed-bit-drop",
+    "typed-byte-4way", "typed-bit-4way",
+    "floor",           NULL,
 };
+
+#define MAX_WAYS 4 /* inputs of the -4way variants */
 
 static off_t file_size(const char *path)
 {
@@ -143,7 +152,8 @@ static void without_tombstones(const bench_seg_data *d, bench_seg_data *out)
 
 typedef struct merge_run {
 	const bench_merge_workload *w;
-	kvs_segment *inputs[2]; /* older, newer */
+	kvs_segment *inputs[MAX_WAYS]; /* oldest first */
+	size_t n;
 	kvs_merge_options opt;
 	const char *out_path;
 	off_t out_size;
@@ -176,7 +186,7 @@ static double observe_merge(void *ctx)
 	memset(&stats, 0, sizeof stats);
 	uint64_t t0 = bench_now_ns();
 	kvs_status st =
-	    kvs_merge(r->inputs, 2, r->out_path, &r->opt, &stats, &err);
+	    kvs_merge(r->inputs, r->n, r->out_path, &r->opt, &stats, &err);
 	uint64_t t1 = bench_now_ns();
 	bench_kvs_check(st, &err, "kvs_merge");
 	check_stats(&stats, &r->expected);
@@ -192,9 +202,7 @@ static void run_kvseg(const bench_opts *o, const bench_merge_workload *w,
                       const bench_seg_data *merged, const bench_seg_data *older,
                       const bench_seg_data *newer)
 {
-	char older_path[4352], newer_path[4352], ref_path[4352], out_path[4352];
-	snprintf(older_path, sizeof older_path, "%s/older", bench_tmpdir());
-	snprintf(newer_path, sizeof newer_path, "%s/newer", bench_tmpdir());
+	char ref_path[4352], out_path[4352];
 	snprintf(ref_path, sizeof ref_path, "%s/reference", bench_tmpdir());
 	snprintf(out_path, sizeof out_path, "%s/merged", bench_tmpdir());
 
@@ -203,11 +211,27 @@ static void run_kvseg(const bench_opts *o, const bench_merge_workload *w,
 	memset(&r, 0, sizeof r);
 	r.w = w;
 	r.out_path = out_path;
-	mode.sequence = 1;
-	r.inputs[0] = write_input(older_path, older, &mode);
-	mode.sequence = 2;
-	r.inputs[1] = write_input(newer_path, newer, &mode);
-	mode.sequence = 3;
+	/* -4way: the merged records split among MAX_WAYS inputs instead */
+	bench_seg_data parts[MAX_WAYS];
+	bench_merge_workload ways = *w;
+	ways.ways = strstr(o->variant, "-4way") ? MAX_WAYS : 0;
+	r.n = ways.ways ? ways.ways : 2;
+	uint64_t input_records = 0;
+	for (size_t i = 0; i < r.n; i++) {
+		const bench_seg_data *d = i ? newer : older;
+		if (ways.ways) {
+			bench_merge_input(&parts[i], merged, &ways, (int)i);
+			d = &parts[i];
+		}
+		char path[4352];
+		snprintf(path, sizeof path, "%s/input-%zu", bench_tmpdir(), i);
+		mode.sequence = i + 1;
+		r.inputs[i] = write_input(path, d, &mode);
+		input_records += d->n;
+		if (ways.ways)
+			bench_seg_free(&parts[i]);
+	}
+	mode.sequence = r.n + 1;
 	r.opt.output = mode;
 	r.opt.includes_oldest = true;
 	r.opt.drop_tombstones = strstr(o->variant, "-drop") != NULL;
@@ -225,9 +249,9 @@ static void run_kvseg(const bench_opts *o, const bench_merge_workload *w,
 	size_t ref_len, out_len;
 	uint8_t *ref = read_file(ref_path, &ref_len);
 	r.out_size = (off_t)ref_len;
-	r.expected.input_records = older->n + newer->n;
+	r.expected.input_records = input_records;
 	r.expected.output_records = merged->n;
-	r.expected.replaced = older->n + newer->n - merged->n;
+	r.expected.replaced = input_records - merged->n;
 	if (r.opt.drop_tombstones) {
 		r.expected.output_records = kept.n;
 		r.expected.dropped = merged->n - kept.n;
@@ -239,8 +263,9 @@ static void run_kvseg(const bench_opts *o, const bench_merge_workload *w,
 
 	kvs_merge_stats stats;
 	memset(&stats, 0, sizeof stats);
-	bench_kvs_check(kvs_merge(r.inputs, 2, out_path, &r.opt, &stats, &err),
-	                &err, "kvs_merge");
+	bench_kvs_check(
+	    kvs_merge(r.inputs, r.n, out_path, &r.opt, &stats, &err), &err,
+	    "kvs_merge");
 	check_stats(&stats, &r.expected);
 	uint8_t *out = read_file(out_path, &out_len);
 	if (out_len != ref_len || memcmp(out, ref, ref_len) != 0)
@@ -254,8 +279,8 @@ static void run_kvseg(const bench_opts *o, const bench_merge_workload *w,
 
 	bench_observe(o, "time", bench_merge_unit(w), observe_merge, &r);
 	bench_row(o, 0, 0, "size", (double)r.out_size, "bytes");
-	kvs_segment_unref(r.inputs[0]);
-	kvs_segment_unref(r.inputs[1]);
+	for (size_t i = 0; i < r.n; i++)
+		kvs_segment_unref(r.inputs[i]);
 }
 
 /* ---- floor -------------------------------------------------------------- */
