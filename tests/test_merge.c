@@ -922,6 +922,51 @@ static void test_worked_example(void **state)
 
 /* ---- tests: modes -------------------------------------------------------- */
 
+/* Merges three inputs made from key strings (up to three each, NULL ends
+ * an input), all in one mode, into it, checked against the oracle, which must
+ * give the counts wanted. A key ending in 'T' is a tombstone of the key
+ * before it, any other gets a one-byte value, the input's number. */
+static void small_merge(const char *base, test_rng *r,
+                        const char *const keys[3][3], unsigned mode, bool drop,
+                        uint64_t out, uint64_t replaced, uint64_t dropped)
+{
+	recs in[3];
+	memset(in, 0, sizeof in);
+	for (size_t i = 0; i < 3; i++)
+		for (size_t k = 0; k < 3 && keys[i][k]; k++) {
+			const char *key = keys[i][k];
+			size_t len = strlen(key);
+			rec *x = recs_push(&in[i]);
+			x->key = (const uint8_t *)key;
+			if (key[len - 1] == 'T') {
+				x->bits = 8 * (len - 1);
+				x->kind = KVS_KIND_TOMBSTONE;
+				continue;
+			}
+			x->bits = 8 * len;
+			x->val = malloc(1);
+			assert_non_null(x->val);
+			x->val[0] = (uint8_t)('0' + i);
+			x->vlen = 1;
+		}
+	unsigned im[3] = {mode, mode, mode};
+	merge_run mr;
+	memset(&mr, 0, sizeof mr);
+	mr.n = 3;
+	mr.in = in;
+	mr.im = im;
+	mr.out_mode = mode;
+	mr.drop = mr.includes_oldest = drop;
+	oracle o;
+	check_merge(base, &mr, r, &o);
+	EXPECT_U64(o.out.n, out, "output records");
+	EXPECT_U64(o.replaced, replaced, "oracle replaced");
+	EXPECT_U64(o.dropped, dropped, "oracle dropped");
+	recs_free(&o.out, false);
+	for (size_t i = 0; i < 3; i++)
+		recs_free(&in[i], true);
+}
+
 /*
  * In an N-input merge an older binding of the last output key P waits in
  * the tree while the newer input moves on; when its next key extends P,
@@ -935,37 +980,34 @@ static void test_prefix_binding(void **state)
 	test_rng r = test_rng_for(g_seed, 12);
 	char base[PATH_MAX];
 	make_case_dirs(base, "prefix_binding");
-	static const char *const keys[3][2] = {
-	    {"aazzzzzzzzzzzzzzzzzzzzzz", "ab"}, {"ab", "abc"}, {"b", NULL}};
-	for (unsigned mode = 0; mode < NMODES; mode++) {
-		recs in[3];
-		memset(in, 0, sizeof in);
-		for (size_t i = 0; i < 3; i++)
-			for (size_t k = 0; k < 2 && keys[i][k]; k++) {
-				rec *x = recs_push(&in[i]);
-				x->key = (const uint8_t *)keys[i][k];
-				x->bits = 8 * strlen(keys[i][k]);
-				x->val = malloc(1);
-				assert_non_null(x->val);
-				x->val[0] = (uint8_t)('0' + i);
-				x->vlen = 1;
-			}
-		unsigned im[3] = {mode, mode, mode};
-		merge_run mr;
-		memset(&mr, 0, sizeof mr);
-		mr.n = 3;
-		mr.in = in;
-		mr.im = im;
-		mr.out_mode = mode;
-		set_case("a prefix of the newer input's next key");
-		oracle o;
-		check_merge(base, &mr, &r, &o);
-		EXPECT_U64(o.out.n, 4, "output records");
-		EXPECT_U64(o.replaced, 1, "oracle replaced");
-		recs_free(&o.out, false);
-		for (size_t i = 0; i < 3; i++)
-			recs_free(&in[i], true);
-	}
+	static const char *const keys[3][3] = {
+	    {"aazzzzzzzzzzzzzzzzzzzzzz", "ab"}, {"ab", "abc"}, {"b"}};
+	set_case("a prefix of the newer input's next key");
+	for (unsigned mode = 0; mode < NMODES; mode++)
+		small_merge(base, &r, keys, mode, false, 4, 1, 0);
+	g_mode = "";
+}
+
+/*
+ * A strong delete of N inputs of one typed mode (the N-input loops): the
+ * tree's LCPs are with the last round's key, and when that round dropped
+ * a tombstone T, the next record W's LCP with the last output key P is
+ * the smaller of LCP(W, T) and LCP(T, P): here "ba" after "b" and "cd"
+ * after "c" share a byte with the dropped key and none with P; "cde"
+ * after the written "cd" shares all of it. The older binding of "c" goes
+ * with its tombstone.
+ */
+static void test_strong_delete_tree(void **state)
+{
+	(void)state;
+	test_rng r = test_rng_for(g_seed, 13);
+	char base[PATH_MAX];
+	make_case_dirs(base, "strong_delete_tree");
+	static const char *const keys[3][3] = {
+	    {"ab", "c"}, {"bT", "cT"}, {"ba", "cd", "cde"}};
+	set_case("dropped keys sharing more with the next than the last");
+	small_merge(base, &r, keys, BT, true, 4, 1, 2);
+	small_merge(base, &r, keys, IT, true, 4, 1, 2);
 	g_mode = "";
 }
 
@@ -2646,6 +2688,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 	    TEST(test_worked_example),
 	    TEST(test_prefix_binding),
+	    TEST(test_strong_delete_tree),
 	    TEST(test_modes),
 	    TEST(test_shapes),
 	    TEST(test_input_counts),

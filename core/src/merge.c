@@ -907,15 +907,27 @@ static SPECIALIZED kvs_status bout_put(fast *f, const bin *b, const bool *live,
 	return KVS_OK;
 }
 
-/* With a strong delete, the two-input loops drop tombstones in line, but
+/* The input whose first record the first round writes (all inputs on a
+ * record): the smallest key, the newest input's on ties. */
+static size_t first_top(const merge *m)
+{
+	size_t top = 0;
+	for (size_t i = 1; i < m->n; i++) {
+		const kvs_cursor *a = m->cur[i], *b = m->cur[top];
+		int cmp;
+		seg_key_lcp(a->key, a->key_bits, b->key, b->key_bits, &cmp);
+		if (cmp <= 0)
+			top = i;
+	}
+	return top;
+}
+
+/* With a strong delete, the in-line loops drop tombstones in line, but
  * their first round must write a record (the loop starts from the
  * writer's first key): is the first round's winner no tombstone? */
 static bool first_kept(const merge *m)
 {
-	const kvs_cursor *a = m->cur[0], *b = m->cur[1];
-	int cmp;
-	seg_key_lcp(a->key, a->key_bits, b->key, b->key_bits, &cmp);
-	return (cmp < 0 ? a : b)->kind != KVS_KIND_TOMBSTONE;
+	return m->cur[first_top(m)]->kind != KVS_KIND_TOMBSTONE;
 }
 
 /* Can merge_two_bytes_fast take this merge? */
@@ -2190,10 +2202,11 @@ static bool tree_bits_fits(const merge *m)
 			return false;
 	}
 	return w->opt.profile == KVS_PROFILE_BIT && w->default_codes &&
-	       w->records == 0 && !m->opt->drop_tombstones;
+	       w->records == 0 && (!m->opt->drop_tombstones || first_kept(m));
 }
 
-static SPECIALIZED kvs_status merge_tree_bits_with(merge *m, bool typed)
+static SPECIALIZED kvs_status merge_tree_bits_with(merge *m, bool typed,
+                                                   bool drop)
 {
 	kvs_writer *w = m->w;
 	size_t n = m->n;
@@ -2212,15 +2225,10 @@ static SPECIALIZED kvs_status merge_tree_bits_with(merge *m, bool typed)
 		goto out;
 	/* the first round: the writer's general path, which keeps the key;
 	 * equal keys: the newest input's */
-	size_t top = 0;
+	size_t top = first_top(m);
 	for (size_t i = 0; i < n; i++) {
 		tin_load(&f.in[i], m->cur[i]);
 		live[i] = true;
-		int cmp;
-		seg_key_lcp(f.in[i].key, f.in[i].len, f.in[top].key,
-		            f.in[top].len, &cmp);
-		if (cmp <= 0)
-			top = i;
 	}
 	if ((st = emit_with(m, top, KVS_PROFILE_BIT, seg_default_fields)) !=
 	    KVS_OK)
@@ -2256,20 +2264,37 @@ static SPECIALIZED kvs_status merge_tree_bits_with(merge *m, bool typed)
 		m->tree[i] = EMPTY;
 	for (size_t i = 0; i < n; i++)
 		tree_replay(m, f.in, live, i, tin_match);
+	/* a strong delete: see merge_tree_bits_fast; lp is the LCP of the
+	 * last round's key with the last output key (all of it when the
+	 * round wrote its record) */
+	uint64_t lp = UINT64_MAX;
 	for (;;) {
 		size_t i = m->tree[0];
 		if (!live[i])
 			break;
-		if ((st = tout_put(&f, &f.in[i], live, typed)) != KVS_OK)
-			goto out;
-		last = i;
+		tin *t = &f.in[i];
+		uint64_t round_len = t->len;
+		if (drop && t->tomb) {
+			m->st.dropped++;
+			lp = t->lcp < lp ? t->lcp : lp;
+		} else {
+			if (drop && t->lcp > lp)
+				t->lcp = lp;
+			if ((st = tout_put(&f, t, live, typed)) != KVS_OK)
+				goto out;
+			if (drop) {
+				memcpy(w->prev_key, t->key,
+				       (size_t)seg_key_bytes(t->len));
+				lp = UINT64_MAX;
+			}
+			last = i;
+		}
 		TREE_ADVANCE(i);
 		tree_replay(m, f.in, live, i, tin_match);
-		for (;;) { /* older bindings of the key just written */
+		for (;;) { /* older bindings of the round's key */
 			size_t j = m->tree[0];
 			const tin *b = &f.in[j];
-			if (!live[j] || b->lcp != b->len ||
-			    b->len != o->prev_len)
+			if (!live[j] || b->lcp != b->len || b->len != round_len)
 				break;
 			m->st.replaced++;
 			TREE_ADVANCE(j);
@@ -2278,11 +2303,14 @@ static SPECIALIZED kvs_status merge_tree_bits_with(merge *m, bool typed)
 	}
 #undef TREE_ADVANCE
 	m->st.input_records = tfast_consumed(&f, live);
-	m->st.output_records = m->st.input_records - m->st.replaced;
+	m->st.output_records =
+	    m->st.input_records - m->st.replaced - m->st.dropped;
 	tout_sync(w, o, m->st.output_records);
 	/* the last key: still in its input's buffer, which has not moved
-	 * since (the input has no record left) */
-	memcpy(w->prev_key, f.in[last].key, (size_t)seg_key_bytes(o->prev_len));
+	 * since (the input has no record left); with drop, already there */
+	if (!drop)
+		memcpy(w->prev_key, f.in[last].key,
+		       (size_t)seg_key_bytes(o->prev_len));
 out:
 	free(f.old);
 	free(f.first);
@@ -2293,12 +2321,20 @@ out:
 	return st;
 }
 
-/* The framing as a constant. */
+/*
+ * The framing as a constant. A strong delete (typed) writes no tombstone:
+ * the tree's LCPs are with the last round's key R, which may have been
+ * dropped, and the last output key P is below it, so the root's LCP with
+ * P is the smaller of its LCP with R and R's with P (lp, carried over the
+ * rounds that drop). The last output key is kept in the writer's prev_key.
+ */
 KVS_MULTIVERSION NO_SLP static kvs_status merge_tree_bits_fast(merge *m)
 {
 	if (m->w->opt.framing == KVS_FRAMING_TYPED)
-		return merge_tree_bits_with(m, true);
-	return merge_tree_bits_with(m, false);
+		return m->opt->drop_tombstones
+		           ? merge_tree_bits_with(m, true, true)
+		           : merge_tree_bits_with(m, true, false);
+	return merge_tree_bits_with(m, false, false);
 }
 
 /*
@@ -2339,10 +2375,11 @@ static bool tree_bytes_fits(const merge *m)
 			return false;
 	}
 	return w->opt.profile == KVS_PROFILE_BYTE && w->records == 0 &&
-	       !m->opt->drop_tombstones;
+	       (!m->opt->drop_tombstones || first_kept(m));
 }
 
-static SPECIALIZED kvs_status merge_tree_bytes_with(merge *m, bool typed)
+static SPECIALIZED kvs_status merge_tree_bytes_with(merge *m, bool typed,
+                                                    bool drop)
 {
 	kvs_writer *w = m->w;
 	size_t n = m->n;
@@ -2361,15 +2398,10 @@ static SPECIALIZED kvs_status merge_tree_bytes_with(merge *m, bool typed)
 		goto out;
 	/* the first round: the writer's general path, which keeps the key;
 	 * equal keys: the newest input's */
-	size_t top = 0;
+	size_t top = first_top(m);
 	for (size_t i = 0; i < n; i++) {
 		bin_load(&f.in[i], m->cur[i]);
 		live[i] = true;
-		int cmp;
-		key_lcp_bits(f.in[i].key, f.in[i].len, f.in[top].key,
-		             f.in[top].len, &cmp);
-		if (cmp <= 0)
-			top = i;
 	}
 	if ((st = emit_with(m, top, KVS_PROFILE_BYTE, seg_default_fields)) !=
 	    KVS_OK)
@@ -2399,21 +2431,34 @@ static SPECIALIZED kvs_status merge_tree_bytes_with(merge *m, bool typed)
 		m->tree[i] = EMPTY;
 	for (size_t i = 0; i < n; i++)
 		tree_replay(m, f.in, live, i, bin_match);
+	uint64_t lp = UINT64_MAX; /* as in merge_tree_bits_with */
 	for (;;) {
 		size_t i = m->tree[0];
 		if (!live[i])
 			break;
-		if ((st = bout_put(&f, &f.in[i], live, typed)) != KVS_OK)
-			goto out;
-		last = i;
+		bin *t = &f.in[i];
+		uint64_t round_len = t->len;
+		if (drop && t->vh == 0) { /* typed: a tombstone */
+			m->st.dropped++;
+			lp = t->lcp < lp ? t->lcp : lp;
+		} else {
+			if (drop && t->lcp > lp)
+				t->lcp = lp;
+			if ((st = bout_put(&f, t, live, typed)) != KVS_OK)
+				goto out;
+			if (drop) {
+				memcpy(w->prev_key, t->key, (size_t)t->len);
+				lp = UINT64_MAX;
+			}
+			last = i;
+		}
 		if ((st = bin_advance(&f, i, &live[i], typed)) != KVS_OK)
 			goto out;
 		tree_replay(m, f.in, live, i, bin_match);
-		for (;;) { /* older bindings of the key just written */
+		for (;;) { /* older bindings of the round's key */
 			size_t j = m->tree[0];
 			const bin *b = &f.in[j];
-			if (!live[j] || b->lcp != b->len ||
-			    b->len != o->prev_len)
+			if (!live[j] || b->lcp != b->len || b->len != round_len)
 				break;
 			m->st.replaced++;
 			if ((st = bin_advance(&f, j, &live[j], typed)) !=
@@ -2423,11 +2468,13 @@ static SPECIALIZED kvs_status merge_tree_bytes_with(merge *m, bool typed)
 		}
 	}
 	m->st.input_records = fast_consumed(&f, live);
-	m->st.output_records = m->st.input_records - m->st.replaced;
+	m->st.output_records =
+	    m->st.input_records - m->st.replaced - m->st.dropped;
 	bout_sync(w, o, m->st.output_records);
 	/* the last key: still in its input's buffer, which has not moved
-	 * since (the input has no record left) */
-	memcpy(w->prev_key, f.in[last].key, (size_t)o->prev_len);
+	 * since (the input has no record left); with drop, already there */
+	if (!drop)
+		memcpy(w->prev_key, f.in[last].key, (size_t)o->prev_len);
 out:
 	free(f.old);
 	free(f.first);
@@ -2438,12 +2485,14 @@ out:
 	return st;
 }
 
-/* The framing as a constant. */
+/* The framing as a constant; a strong delete as merge_tree_bits_fast. */
 static kvs_status merge_tree_bytes_fast(merge *m)
 {
 	if (m->w->opt.framing == KVS_FRAMING_TYPED)
-		return merge_tree_bytes_with(m, true);
-	return merge_tree_bytes_with(m, false);
+		return m->opt->drop_tombstones
+		           ? merge_tree_bytes_with(m, true, true)
+		           : merge_tree_bytes_with(m, true, false);
+	return merge_tree_bytes_with(m, false, false);
 }
 
 static kvs_status merge_tree(merge *m)
