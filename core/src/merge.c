@@ -439,7 +439,11 @@ typedef struct bout { /* the output */
 } bout;
 
 typedef struct fast {
-	bin *in; /* the inputs, n of them */
+	/* The two-input loop's inputs live here: from a local array its
+	 * records took 0.8% more instructions (callgrind; tfast's loop is the
+	 * other way round, 2% more from the struct). */
+	bin two[2];
+	bin *in; /* the inputs, n of them (two for that loop) */
 	size_t n;
 	bout o;
 	merge *m;
@@ -993,10 +997,9 @@ static SPECIALIZED kvs_status merge_two_bytes_with(merge *m, bool typed,
 {
 	kvs_writer *w = m->w;
 	fast f;
-	bin in[2];
 	memset(&f, 0, sizeof f);
-	memset(in, 0, sizeof in);
 	f.m = m;
+	bin *in = f.two;
 	f.in = in;
 	f.n = 2;
 	bin *a = &in[0], *b = &in[1];
