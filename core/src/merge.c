@@ -2221,7 +2221,7 @@ static SPECIALIZED kvs_status merge_tree_bits_with(merge *m, bool typed,
 	bool *live = calloc(n, sizeof *live);
 	kvs_status st = KVS_E_NOMEM;
 	if (!f.in || !live) {
-		kvs_error_set(m->err, st, "out of memory");
+		st = seg_writer_fail(w, m->err, st, "%s: %s", "out of memory");
 		goto out;
 	}
 	if ((st = loop_setup(m, &f.old, &f.first)) != KVS_OK)
@@ -2394,7 +2394,7 @@ static SPECIALIZED kvs_status merge_tree_bytes_with(merge *m, bool typed,
 	bool *live = calloc(n, sizeof *live);
 	kvs_status st = KVS_E_NOMEM;
 	if (!f.in || !live) {
-		kvs_error_set(m->err, st, "out of memory");
+		st = seg_writer_fail(w, m->err, st, "%s: %s", "out of memory");
 		goto out;
 	}
 	if ((st = fast_setup(&f, m)) != KVS_OK)
