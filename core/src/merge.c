@@ -934,11 +934,12 @@ static bool first_kept(const merge *m)
 	return m->cur[first_top(m)]->kind != KVS_KIND_TOMBSTONE;
 }
 
-/* Can merge_two_bytes_fast take this merge? */
+/* Can merge_two_bytes_fast (two inputs) or merge_tree_bytes_fast take
+ * this merge? */
 static bool bytes_fast_fits(const merge *m)
 {
 	const kvs_writer *w = m->w;
-	for (size_t i = 0; i < 2; i++) {
+	for (size_t i = 0; i < m->n; i++) {
 		const kvs_cursor *c = m->cur[i];
 		if (c->seg->profile != KVS_PROFILE_BYTE ||
 		    c->seg->framing != w->opt.framing || !on_record(c))
@@ -1871,11 +1872,12 @@ static SPECIALIZED kvs_status tout_put(tfast *f, const tin *b, const bool *live,
 	return KVS_OK;
 }
 
-/* Can merge_two_bits_fast take this merge? */
+/* Can merge_two_bits_fast (two inputs) or merge_tree_bits_fast take this
+ * merge? */
 static bool bits_fast_fits(const merge *m)
 {
 	const kvs_writer *w = m->w;
-	for (size_t i = 0; i < 2; i++) {
+	for (size_t i = 0; i < m->n; i++) {
 		const kvs_cursor *c = m->cur[i];
 		if (c->seg->profile != KVS_PROFILE_BIT ||
 		    !c->seg->default_codes ||
@@ -2193,21 +2195,6 @@ tree_replay(merge *m, void *in, const bool *live, size_t i,
 	m->tree[0] = winner;
 }
 
-/* Can merge_tree_bits_fast take this merge? (as bits_fast_fits) */
-static bool tree_bits_fits(const merge *m)
-{
-	const kvs_writer *w = m->w;
-	for (size_t i = 0; i < m->n; i++) {
-		const kvs_cursor *c = m->cur[i];
-		if (c->seg->profile != KVS_PROFILE_BIT ||
-		    !c->seg->default_codes ||
-		    c->seg->framing != w->opt.framing || !on_record(c))
-			return false;
-	}
-	return w->opt.profile == KVS_PROFILE_BIT && w->default_codes &&
-	       w->records == 0 && (!m->opt->drop_tombstones || first_kept(m));
-}
-
 static SPECIALIZED kvs_status merge_tree_bits_with(merge *m, bool typed,
                                                    bool drop)
 {
@@ -2367,20 +2354,6 @@ static SPECIALIZED bool bin_match(void *inputs, const bool *live, size_t x,
 	return first;
 }
 
-/* Can merge_tree_bytes_fast take this merge? (as bytes_fast_fits) */
-static bool tree_bytes_fits(const merge *m)
-{
-	const kvs_writer *w = m->w;
-	for (size_t i = 0; i < m->n; i++) {
-		const kvs_cursor *c = m->cur[i];
-		if (c->seg->profile != KVS_PROFILE_BYTE ||
-		    c->seg->framing != w->opt.framing || !on_record(c))
-			return false;
-	}
-	return w->opt.profile == KVS_PROFILE_BYTE && w->records == 0 &&
-	       (!m->opt->drop_tombstones || first_kept(m));
-}
-
 static SPECIALIZED kvs_status merge_tree_bytes_with(merge *m, bool typed,
                                                     bool drop)
 {
@@ -2509,10 +2482,10 @@ static kvs_status merge_tree(merge *m)
 		all_bit &= s->profile == KVS_PROFILE_BIT && s->default_codes;
 	}
 	if (out_byte && all_byte)
-		return tree_bytes_fits(m) ? merge_tree_bytes_fast(m)
+		return bytes_fast_fits(m) ? merge_tree_bytes_fast(m)
 		                          : merge_tree_byte(m);
 	if (!out_byte && w->default_codes && all_bit)
-		return tree_bits_fits(m) ? merge_tree_bits_fast(m)
+		return bits_fast_fits(m) ? merge_tree_bits_fast(m)
 		                         : merge_tree_bit(m);
 	if (out_byte)
 		return merge_tree_with(m, IN_ANY, KVS_PROFILE_BYTE,
