@@ -1,6 +1,9 @@
 /*
  * bench_merge_leveldb — the LevelDB peer of bench_merge: the same two
- * inputs and merged records (bench_gen.h), as variant 'leveldb'.
+ * inputs and merged records (bench_gen.h), as variant 'leveldb'; and as
+ * 'leveldb-4way' the same four inputs as bench_merge's -4way variants
+ * (record i of the merged records in input i % 4), merged the same way
+ * with bench_mergen.
  *
  * Each input is one LevelDB table file written beforehand with
  * leveldb::TableBuilder: Options with kNoCompression and otherwise the
@@ -45,7 +48,9 @@
 namespace
 {
 
-const char *const variant_names[] = {"leveldb", nullptr};
+const char *const variant_names[] = {"leveldb", "leveldb-4way", nullptr};
+
+constexpr size_t MAX_WAYS = 4; /* inputs of leveldb-4way */
 
 void lcheck(const leveldb::Status &s, const char *what)
 {
@@ -129,7 +134,8 @@ void verify_table(const leveldb::Options &opt, const std::string &path,
 struct run {
 	const bench_merge_workload *w = nullptr;
 	leveldb::Options opt;
-	std::string older, newer, out;
+	size_t n = 2; /* inputs, oldest first */
+	std::string inputs[MAX_WAYS], out;
 	size_t out_records = 0;
 	uint64_t out_size = 0;
 };
@@ -137,19 +143,22 @@ struct run {
 /* The timed merge; returns the records written. */
 size_t merge(const run &r, uint64_t *size)
 {
-	table a, b;
-	a.open(r.opt, r.older);
-	b.open(r.opt, r.newer);
+	table t[MAX_WAYS];
+	leveldb::Iterator *its[MAX_WAYS];
+	for (size_t i = 0; i < r.n; i++) {
+		t[i].open(r.opt, r.inputs[i]);
+		its[i] = t[i].it;
+	}
 	leveldb::WritableFile *file = nullptr;
 	lcheck(r.opt.env->NewWritableFile(r.out, &file), "NewWritableFile");
 	leveldb::TableBuilder tb(r.opt, file);
-	leveldb::Iterator *x = a.it, *y = b.it;
-	size_t n = bench_merge2(
-	    x, y, [&tb](const leveldb::Slice &k, const leveldb::Slice &v) {
-		    tb.Add(k, v);
-	    });
-	lcheck(x->status(), "older iterator");
-	lcheck(y->status(), "newer iterator");
+	auto put = [&tb](const leveldb::Slice &k, const leveldb::Slice &v) {
+		tb.Add(k, v);
+	};
+	size_t n = r.n == 2 ? bench_merge2(its[0], its[1], put)
+	                    : bench_mergen(its, r.n, put);
+	for (size_t i = 0; i < r.n; i++)
+		lcheck(its[i]->status(), "input iterator");
 	lcheck(tb.Finish(), "TableBuilder::Finish");
 	lcheck(file->Close(), "WritableFile::Close");
 	delete file;
@@ -187,13 +196,24 @@ int bench_main(int argc, char **argv)
 	run r;
 	r.w = &w;
 	r.opt = table_options();
-	r.older = tmp + "/older.ldb";
-	r.newer = tmp + "/newer.ldb";
 	r.out = tmp + "/merged.ldb";
-	write_table(r.opt, r.older, older);
-	write_table(r.opt, r.newer, newer);
-	verify_table(r.opt, r.older, older, "older input");
-	verify_table(r.opt, r.newer, newer, "newer input");
+	/* leveldb-4way: the merged records split among MAX_WAYS inputs */
+	bench_merge_workload ways = w;
+	ways.ways = std::strcmp(o.variant, "leveldb-4way") == 0 ? MAX_WAYS : 0;
+	r.n = ways.ways ? ways.ways : 2;
+	for (size_t i = 0; i < r.n; i++) {
+		bench_seg_data part;
+		const bench_seg_data *d = i ? &newer : &older;
+		if (ways.ways) {
+			bench_merge_input(&part, &merged, &ways, (int)i);
+			d = &part;
+		}
+		r.inputs[i] = tmp + "/input-" + std::to_string(i) + ".ldb";
+		write_table(r.opt, r.inputs[i], *d);
+		verify_table(r.opt, r.inputs[i], *d, "input");
+		if (ways.ways)
+			bench_seg_free(&part);
+	}
 
 	r.out_records = merge(r, &r.out_size);
 	if (r.out_records != merged.n)

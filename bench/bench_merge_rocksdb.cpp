@@ -1,7 +1,10 @@
 /*
  * bench_merge_rocksdb — the RocksDB peer of bench_merge: the same two
- * inputs and merged records (bench_gen.h), as variant 'rocksdb'. It is an
- * iterator merge into an SstFileWriter, not a RocksDB compaction.
+ * inputs and merged records (bench_gen.h), as variant 'rocksdb'; and as
+ * 'rocksdb-4way' the same four inputs as bench_merge's -4way variants
+ * (record i of the merged records in input i % 4), merged the same way
+ * with bench_mergen. It is an iterator merge into an SstFileWriter, not a
+ * RocksDB compaction.
  *
  * Each input is one SST file written beforehand with rocksdb::SstFileWriter
  * (Options with kNoCompression, the default BlockBasedTableOptions: 4 KiB
@@ -50,7 +53,9 @@
 namespace
 {
 
-const char *const variant_names[] = {"rocksdb", nullptr};
+const char *const variant_names[] = {"rocksdb", "rocksdb-4way", nullptr};
+
+constexpr size_t MAX_WAYS = 4; /* inputs of rocksdb-4way */
 
 using bench_rocksdb::rcheck;
 
@@ -104,7 +109,8 @@ struct run {
 	const bench_merge_workload *w = nullptr;
 	std::unique_ptr<rocksdb::Env> env;
 	rocksdb::Options opt;
-	std::string older, newer, out;
+	size_t n = 2; /* inputs, oldest first */
+	std::string inputs[MAX_WAYS], out;
 	size_t out_records = 0; /* all the workload's output records */
 	size_t written = 0;     /* what the merge writes: no tombstones */
 	uint64_t out_size = 0;
@@ -113,24 +119,26 @@ struct run {
 /* The timed merge; returns the records written. */
 size_t merge(const run &r, uint64_t *size)
 {
-	rocksdb::SstFileReader ra(r.opt), rb(r.opt);
-	rcheck(ra.Open(r.older), "SstFileReader::Open");
-	rcheck(rb.Open(r.newer), "SstFileReader::Open");
-	std::unique_ptr<rocksdb::Iterator> x(
-	    ra.NewIterator(rocksdb::ReadOptions()));
-	std::unique_ptr<rocksdb::Iterator> y(
-	    rb.NewIterator(rocksdb::ReadOptions()));
+	std::unique_ptr<rocksdb::SstFileReader> readers[MAX_WAYS];
+	std::unique_ptr<rocksdb::Iterator> iters[MAX_WAYS];
+	rocksdb::Iterator *its[MAX_WAYS];
+	for (size_t i = 0; i < r.n; i++) {
+		readers[i].reset(new rocksdb::SstFileReader(r.opt));
+		rcheck(readers[i]->Open(r.inputs[i]), "SstFileReader::Open");
+		iters[i].reset(readers[i]->NewIterator(rocksdb::ReadOptions()));
+		its[i] = iters[i].get();
+	}
 	rocksdb::SstFileWriter w(rocksdb::EnvOptions(), r.opt);
 	rcheck(w.Open(r.out), "SstFileWriter::Open");
-	x->SeekToFirst();
-	y->SeekToFirst();
-	size_t n = bench_merge2(
-	    x.get(), y.get(),
-	    [&w](const rocksdb::Slice &k, const rocksdb::Slice &v) {
-		    rcheck(w.Put(k, v), "Put");
-	    });
-	rcheck(x->status(), "older iterator");
-	rcheck(y->status(), "newer iterator");
+	for (size_t i = 0; i < r.n; i++)
+		its[i]->SeekToFirst();
+	auto put = [&w](const rocksdb::Slice &k, const rocksdb::Slice &v) {
+		rcheck(w.Put(k, v), "Put");
+	};
+	size_t n = r.n == 2 ? bench_merge2(its[0], its[1], put)
+	                    : bench_mergen(its, r.n, put);
+	for (size_t i = 0; i < r.n; i++)
+		rcheck(its[i]->status(), "input iterator");
 	rocksdb::ExternalSstFileInfo info;
 	rcheck(w.Finish(&info), "SstFileWriter::Finish");
 	*size = info.file_size;
@@ -169,13 +177,24 @@ int bench_main(int argc, char **argv)
 	r.env = bench_rocksdb::nosync_env();
 	r.opt.env = r.env.get();
 	r.opt.compression = rocksdb::kNoCompression;
-	r.older = tmp + "/older.sst";
-	r.newer = tmp + "/newer.sst";
 	r.out = tmp + "/merged.sst";
-	write_sst(r.opt, r.older, older);
-	write_sst(r.opt, r.newer, newer);
-	verify_sst(r.opt, r.older, older, "older input");
-	verify_sst(r.opt, r.newer, newer, "newer input");
+	/* rocksdb-4way: the merged records split among MAX_WAYS inputs */
+	bench_merge_workload ways = w;
+	ways.ways = std::strcmp(o.variant, "rocksdb-4way") == 0 ? MAX_WAYS : 0;
+	r.n = ways.ways ? ways.ways : 2;
+	for (size_t i = 0; i < r.n; i++) {
+		bench_seg_data part;
+		const bench_seg_data *d = i ? &newer : &older;
+		if (ways.ways) {
+			bench_merge_input(&part, &merged, &ways, (int)i);
+			d = &part;
+		}
+		r.inputs[i] = tmp + "/input-" + std::to_string(i) + ".sst";
+		write_sst(r.opt, r.inputs[i], *d);
+		verify_sst(r.opt, r.inputs[i], *d, "input");
+		if (ways.ways)
+			bench_seg_free(&part);
+	}
 
 	r.out_records = merged.n;
 	r.written = merge(r, &r.out_size);

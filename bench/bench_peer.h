@@ -6,7 +6,7 @@
  *    turns an exception into bench_fail("<name>: <what>");
  *  - bench_merge2(older, newer, put): the two-way merge of two sorted
  *    iterators (LevelDB's or RocksDB's), the newer one's record winning on
- *    equal keys;
+ *    equal keys; bench_mergen(its, n, put) the same over n of them;
  *  - bench_record_is(key, value, d, i): whether a key and a value (LevelDB
  *    or RocksDB slices) are record i of d.
  */
@@ -57,6 +57,34 @@ size_t bench_merge2(Iter *x, Iter *y, Put &&put)
 		for (; rest->Valid(); rest->Next(), n++)
 			put(rest->key(), rest->value());
 	return n;
+}
+
+/* Merges the n iterators its[0] (oldest) .. its[n - 1] (newest), each at
+ * its first record, as bench_merge2 does two: on equal keys the newest
+ * one's record, and the others' are skipped. The smallest key is found by
+ * comparing every live iterator's, as LevelDB's own merging iterator
+ * (table/merger.cc, FindSmallest) does. Returns the records put. */
+template <class Iter, class Put>
+size_t bench_mergen(Iter *const *its, size_t n, Put &&put)
+{
+	size_t out = 0;
+	for (;;) {
+		Iter *min = nullptr;
+		for (size_t i = 0; i < n; i++)
+			if (its[i]->Valid() &&
+			    (min == nullptr ||
+			     its[i]->key().compare(min->key()) <= 0))
+				min = its[i];
+		if (min == nullptr)
+			return out;
+		put(min->key(), min->value());
+		out++;
+		for (size_t i = 0; i < n; i++)
+			if (its[i] != min && its[i]->Valid() &&
+			    its[i]->key().compare(min->key()) == 0)
+				its[i]->Next();
+		min->Next();
+	}
 }
 
 template <class Slice>
