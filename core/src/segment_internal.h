@@ -85,7 +85,8 @@ static inline uint64_t seg_zigzag(uint64_t value, uint64_t prev)
 }
 
 /* The inverse: prev plus the difference z encodes, modulo 2^64. */
-static inline uint64_t seg_unzigzag(uint64_t prev, uint64_t z)
+static inline __attribute__((always_inline)) uint64_t
+seg_unzigzag(uint64_t prev, uint64_t z)
 {
 	return prev + ((z >> 1) ^ (uint64_t)-(int64_t)(z & 1));
 }

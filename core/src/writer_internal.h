@@ -209,8 +209,11 @@ static inline void fbw_store(kvs_bitwriter *bw, const fast_bw *b)
 	bw->acc_bits = b->bits;
 }
 
-/* Appends n bits (1..56) of v, v < 2^n. */
-static inline void fbw_put(fast_bw *b, uint64_t v, unsigned n)
+/* Appends n bits (1..56) of v, v < 2^n. Always inlined: in the merge's
+ * large in-line loops GCC's growth limits left it (and seg_unzigzag) a
+ * call, about 1.5 calls a record in a 4-way typed-bit merge. */
+static inline __attribute__((always_inline)) void
+fbw_put(fast_bw *b, uint64_t v, unsigned n)
 {
 	b->acc |= v << (64 - b->bits - n); /* bits + n <= 63 */
 	b->bits += n;
