@@ -664,6 +664,7 @@ bin_next_slow(fast *f, size_t i, bool *live)
 	if (b->left == 0) {
 		*live = false;
 		b->budget = b->granted = 0;
+		b->lcp = 0; /* see tree_replay */
 		return KVS_OK;
 	}
 	uint32_t ib = b->in_block + 1 == b->K ? 0 : b->in_block + 1;
@@ -1454,6 +1455,7 @@ tin_next_slow(tfast *f, size_t i, bool *live)
 	if (b->left == 0) {
 		*live = false;
 		b->budget = b->granted = 0;
+		b->lcp = 0; /* see tree_replay */
 		return KVS_OK;
 	}
 	merge *m = f->m;
@@ -2164,6 +2166,10 @@ static SPECIALIZED bool tin_match(void *inputs, const bool *live, size_t x,
                                   size_t y)
 {
 	tin *in = inputs;
+	/* the key sharing more with the last is the smaller (see
+	 * tree_replay for an input that has ended) */
+	if (in[x].lcp != in[y].lcp)
+		return in[x].lcp > in[y].lcp;
 	if (!live[x])
 		return false;
 	if (!live[y])
@@ -2175,14 +2181,21 @@ static SPECIALIZED bool tin_match(void *inputs, const bool *live, size_t x,
 	return first;
 }
 
-/* replay over the in-line loops' inputs, with their match (a constant). */
+/*
+ * replay over the in-line loops' inputs, with their match (a constant);
+ * build (a constant) while the tree is built. The matches first compare
+ * the inputs' LCPs with the last output key, which decide unless they are
+ * equal: an input that has ended has an LCP of 0 (tin_next_slow,
+ * bin_next_slow), so that it loses to any input with more and only a tie
+ * looks at live[].
+ */
 static SPECIALIZED void
-tree_replay(merge *m, void *in, const bool *live, size_t i,
+tree_replay(merge *m, void *in, const bool *live, size_t i, bool build,
             bool (*match_in)(void *, const bool *, size_t, size_t))
 {
 	size_t winner = i;
 	for (size_t node = (m->n + i) / 2; node >= 1; node /= 2) {
-		if (m->tree[node] == EMPTY) { /* only while building */
+		if (build && m->tree[node] == EMPTY) {
 			m->tree[node] = winner;
 			return;
 		}
@@ -2253,7 +2266,7 @@ static SPECIALIZED kvs_status merge_tree_bits_with(merge *m, bool typed,
 	for (size_t i = 0; i < n; i++)
 		m->tree[i] = EMPTY;
 	for (size_t i = 0; i < n; i++)
-		tree_replay(m, f.in, live, i, tin_match);
+		tree_replay(m, f.in, live, i, true, tin_match);
 	/* a strong delete: see merge_tree_bits_fast; lp is the LCP of the
 	 * last round's key with the last output key (all of it when the
 	 * round wrote its record) */
@@ -2280,7 +2293,7 @@ static SPECIALIZED kvs_status merge_tree_bits_with(merge *m, bool typed,
 			last = i;
 		}
 		TREE_ADVANCE(i);
-		tree_replay(m, f.in, live, i, tin_match);
+		tree_replay(m, f.in, live, i, false, tin_match);
 		for (;;) { /* older bindings of the round's key */
 			size_t j = m->tree[0];
 			const tin *b = &f.in[j];
@@ -2288,7 +2301,7 @@ static SPECIALIZED kvs_status merge_tree_bits_with(merge *m, bool typed,
 				break;
 			m->st.replaced++;
 			TREE_ADVANCE(j);
-			tree_replay(m, f.in, live, j, tin_match);
+			tree_replay(m, f.in, live, j, false, tin_match);
 		}
 	}
 #undef TREE_ADVANCE
@@ -2349,14 +2362,16 @@ static SPECIALIZED bool bin_match(void *inputs, const bool *live, size_t x,
                                   size_t y)
 {
 	bin *in = inputs;
+	bin *a = &in[x], *b = &in[y];
+	uint64_t l = a->lcp;
+	if (l != b->lcp) /* as in tin_match */
+		return l > b->lcp;
 	if (!live[x])
 		return false;
 	if (!live[y])
 		return true;
-	bin *a = &in[x], *b = &in[y];
 	int cmp;
-	uint64_t l = a->lcp;
-	if (l == b->lcp && (l == a->len || l == b->len))
+	if (l == a->len || l == b->len)
 		cmp = a->len < b->len ? -1 : a->len > b->len;
 	else
 		l = heads_lcp(a, b, &cmp);
@@ -2417,7 +2432,7 @@ static SPECIALIZED kvs_status merge_tree_bytes_with(merge *m, bool typed,
 	for (size_t i = 0; i < n; i++)
 		m->tree[i] = EMPTY;
 	for (size_t i = 0; i < n; i++)
-		tree_replay(m, f.in, live, i, bin_match);
+		tree_replay(m, f.in, live, i, true, bin_match);
 	uint64_t lp = UINT64_MAX; /* as in merge_tree_bits_with */
 	for (;;) {
 		size_t i = m->tree[0];
@@ -2441,7 +2456,7 @@ static SPECIALIZED kvs_status merge_tree_bytes_with(merge *m, bool typed,
 		}
 		if ((st = bin_advance(&f, i, &live[i], typed)) != KVS_OK)
 			goto out;
-		tree_replay(m, f.in, live, i, bin_match);
+		tree_replay(m, f.in, live, i, false, bin_match);
 		for (;;) { /* older bindings of the round's key */
 			size_t j = m->tree[0];
 			const bin *b = &f.in[j];
@@ -2451,7 +2466,7 @@ static SPECIALIZED kvs_status merge_tree_bytes_with(merge *m, bool typed,
 			if ((st = bin_advance(&f, j, &live[j], typed)) !=
 			    KVS_OK)
 				goto out;
-			tree_replay(m, f.in, live, j, bin_match);
+			tree_replay(m, f.in, live, j, false, bin_match);
 		}
 	}
 	m->st.input_records = fast_consumed(&f, live);
