@@ -179,22 +179,15 @@ int bench_main(int argc, char **argv)
 	r.opt.compression = rocksdb::kNoCompression;
 	r.out = tmp + "/merged.sst";
 	/* rocksdb-4way: the merged records split among MAX_WAYS inputs */
-	bench_merge_workload ways = w;
-	ways.ways = std::strcmp(o.variant, "rocksdb-4way") == 0 ? MAX_WAYS : 0;
-	r.n = ways.ways ? ways.ways : 2;
-	for (size_t i = 0; i < r.n; i++) {
-		bench_seg_data part;
-		const bench_seg_data *d = i ? &newer : &older;
-		if (ways.ways) {
-			bench_merge_input(&part, &merged, &ways, (int)i);
-			d = &part;
-		}
-		r.inputs[i] = tmp + "/input-" + std::to_string(i) + ".sst";
-		write_sst(r.opt, r.inputs[i], *d);
-		verify_sst(r.opt, r.inputs[i], *d, "input");
-		if (ways.ways)
-			bench_seg_free(&part);
-	}
+	unsigned ways =
+	    std::strcmp(o.variant, "rocksdb-4way") == 0 ? MAX_WAYS : 0;
+	r.n = bench_merge_inputs(
+	    w, ways, merged, older, newer,
+	    [&r, &tmp](size_t i, const bench_seg_data &d) {
+		    r.inputs[i] = tmp + "/input-" + std::to_string(i) + ".sst";
+		    write_sst(r.opt, r.inputs[i], d);
+		    verify_sst(r.opt, r.inputs[i], d, "input");
+	    });
 
 	r.out_records = merged.n;
 	r.written = merge(r, &r.out_size);

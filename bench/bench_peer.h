@@ -7,6 +7,8 @@
  *  - bench_merge2(older, newer, put): the two-way merge of two sorted
  *    iterators (LevelDB's or RocksDB's), the newer one's record winning on
  *    equal keys; bench_mergen(its, n, put) the same over n of them;
+ *  - bench_merge_inputs(w, ways, merged, older, newer, put): the inputs
+ *    each variant merges (two, or the -4way variants' four);
  *  - bench_record_is(key, value, d, i): whether a key and a value (LevelDB
  *    or RocksDB slices) are record i of d.
  */
@@ -85,6 +87,32 @@ size_t bench_mergen(Iter *const *its, size_t n, Put &&put)
 				its[i]->Next();
 		min->Next();
 	}
+}
+
+/* The inputs of a peer's merge: the workload's older and newer, or with
+ * ways (the -4way variants) the merged records split among that many
+ * (bench_merge_input); put(i, d) writes input i (oldest first) from d.
+ * Returns the number of inputs. */
+template <class Put>
+size_t bench_merge_inputs(const bench_merge_workload &w, unsigned ways,
+                          const bench_seg_data &merged,
+                          const bench_seg_data &older,
+                          const bench_seg_data &newer, Put &&put)
+{
+	bench_merge_workload split = w;
+	split.ways = ways;
+	size_t n = ways ? ways : 2;
+	for (size_t i = 0; i < n; i++) {
+		if (!ways) {
+			put(i, i ? newer : older);
+			continue;
+		}
+		bench_seg_data part;
+		bench_merge_input(&part, &merged, &split, (int)i);
+		put(i, part);
+		bench_seg_free(&part);
+	}
+	return n;
 }
 
 template <class Slice>
