@@ -2297,7 +2297,8 @@ static SPECIALIZED kvs_status merge_tree_bits_with(merge *m, bool typed,
 		for (;;) { /* older bindings of the round's key */
 			size_t j = m->tree[0];
 			const tin *b = &f.in[j];
-			if (!live[j] || b->lcp != b->len || b->len != round_len)
+			if (b->lcp != round_len || b->len != round_len ||
+			    !live[j])
 				break;
 			m->st.replaced++;
 			TREE_ADVANCE(j);
@@ -2460,7 +2461,8 @@ static SPECIALIZED kvs_status merge_tree_bytes_with(merge *m, bool typed,
 		for (;;) { /* older bindings of the round's key */
 			size_t j = m->tree[0];
 			const bin *b = &f.in[j];
-			if (!live[j] || b->lcp != b->len || b->len != round_len)
+			if (b->lcp != round_len || b->len != round_len ||
+			    !live[j])
 				break;
 			m->st.replaced++;
 			if ((st = bin_advance(&f, j, &live[j], typed)) !=
