@@ -2193,19 +2193,19 @@ static SPECIALIZED void
 tree_replay(merge *m, void *in, const bool *live, size_t i, bool build,
             bool (*match_in)(void *, const bool *, size_t, size_t))
 {
-	size_t winner = i;
+	size_t winner = i, *tree = m->tree; /* each node read once */
 	for (size_t node = (m->n + i) / 2; node >= 1; node /= 2) {
-		if (build && m->tree[node] == EMPTY) {
-			m->tree[node] = winner;
+		size_t t = tree[node];
+		if (build && t == EMPTY) {
+			tree[node] = winner;
 			return;
 		}
-		if (match_in(in, live, m->tree[node], winner)) {
-			size_t t = m->tree[node];
-			m->tree[node] = winner;
+		if (match_in(in, live, t, winner)) {
+			tree[node] = winner;
 			winner = t;
 		}
 	}
-	m->tree[0] = winner;
+	tree[0] = winner;
 }
 
 static SPECIALIZED kvs_status merge_tree_bits_with(merge *m, bool typed,
