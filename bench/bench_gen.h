@@ -778,6 +778,23 @@ static inline void bench_merge_input(bench_seg_data *in,
 	in->value_bytes = off;
 }
 
+/* Input i (oldest first) of a merge variant: the workload's older or
+ * newer input, or with ways (the -4way variants: ways inputs instead of
+ * two) the merged records in input i of them, made into *part, which the
+ * caller frees with bench_seg_free. */
+static inline const bench_seg_data *
+bench_merge_way(const bench_merge_workload *w, unsigned ways,
+                const bench_seg_data *merged, const bench_seg_data *older,
+                const bench_seg_data *newer, size_t i, bench_seg_data *part)
+{
+	if (!ways)
+		return i ? newer : older;
+	bench_merge_workload split = *w;
+	split.ways = ways;
+	bench_merge_input(part, merged, &split, (int)i);
+	return part;
+}
+
 /* The output's records and the two inputs of a merge workload. */
 static inline void bench_merge_make(const bench_merge_workload *w,
                                     bench_seg_data *merged,

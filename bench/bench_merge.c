@@ -212,24 +212,20 @@ static void run_kvseg(const bench_opts *o, const bench_merge_workload *w,
 	r.w = w;
 	r.out_path = out_path;
 	/* -4way: the merged records split among MAX_WAYS inputs instead */
-	bench_seg_data parts[MAX_WAYS];
-	bench_merge_workload ways = *w;
-	ways.ways = strstr(o->variant, "-4way") ? MAX_WAYS : 0;
-	r.n = ways.ways ? ways.ways : 2;
+	unsigned ways = strstr(o->variant, "-4way") ? MAX_WAYS : 0;
+	r.n = ways ? ways : 2;
 	uint64_t input_records = 0;
 	for (size_t i = 0; i < r.n; i++) {
-		const bench_seg_data *d = i ? newer : older;
-		if (ways.ways) {
-			bench_merge_input(&parts[i], merged, &ways, (int)i);
-			d = &parts[i];
-		}
+		bench_seg_data part;
+		const bench_seg_data *d =
+		    bench_merge_way(w, ways, merged, older, newer, i, &part);
 		char path[4352];
 		snprintf(path, sizeof path, "%s/input-%zu", bench_tmpdir(), i);
 		mode.sequence = i + 1;
 		r.inputs[i] = write_input(path, d, &mode);
 		input_records += d->n;
-		if (ways.ways)
-			bench_seg_free(&parts[i]);
+		if (ways)
+			bench_seg_free(&part);
 	}
 	mode.sequence = r.n + 1;
 	r.opt.output = mode;

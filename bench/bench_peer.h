@@ -89,28 +89,21 @@ size_t bench_mergen(Iter *const *its, size_t n, Put &&put)
 	}
 }
 
-/* The inputs of a peer's merge: the workload's older and newer, or with
- * ways (the -4way variants) the merged records split among that many
- * (bench_merge_input); put(i, d) writes input i (oldest first) from d.
- * Returns the number of inputs. */
+/* The inputs of a peer's merge, from bench_merge_way: put(i, d) writes
+ * input i (oldest first) from d. Returns the number of inputs. */
 template <class Put>
 size_t bench_merge_inputs(const bench_merge_workload &w, unsigned ways,
                           const bench_seg_data &merged,
                           const bench_seg_data &older,
                           const bench_seg_data &newer, Put &&put)
 {
-	bench_merge_workload split = w;
-	split.ways = ways;
 	size_t n = ways ? ways : 2;
 	for (size_t i = 0; i < n; i++) {
-		if (!ways) {
-			put(i, i ? newer : older);
-			continue;
-		}
 		bench_seg_data part;
-		bench_merge_input(&part, &merged, &split, (int)i);
-		put(i, part);
-		bench_seg_free(&part);
+		put(i, *bench_merge_way(&w, ways, &merged, &older, &newer, i,
+		                        &part));
+		if (ways)
+			bench_seg_free(&part);
 	}
 	return n;
 }
