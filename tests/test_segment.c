@@ -1332,6 +1332,10 @@ static const gen_spec RT_CASES[] = {
     {"bit lengths 1-130, prefix 64", KEYS_BITLENS, VALS_FF16, 64, 0, false},
     {"random bit lengths, prefix 4096", KEYS_RANDBITS, VALS_SMALL, 4096, 200,
      false},
+    /* about 2.2 MB: the stream is written in parts (FLUSH_BYTES), each
+     * ending on a page of the file, the rest kept for the next */
+    {"structured FV, past two flushes", KEYS_STRUCTURED, VALS_FV, 0, 8000,
+     false},
 };
 #define N_RT_CASES (sizeof RT_CASES / sizeof RT_CASES[0])
 

@@ -882,10 +882,11 @@ bout_put_slow(fast *f, const bin *b, const bool *live)
 	if (w->buf_len >= FAST_CHUNK || need > w->buf_cap - w->buf_len) {
 		if ((st = seg_writer_flush(w, m->err)) != KVS_OK)
 			return st;
-		if (seg_grow(&w->buf, &w->buf_cap, need + FAST_CHUNK) != KVS_OK)
+		if (seg_grow(&w->buf, &w->buf_cap,
+		             w->buf_len + need + FAST_CHUNK) != KVS_OK)
 			return seg_writer_fail(w, m->err, KVS_E_NOMEM, "%s: %s",
 			                       "out of memory");
-		o->op = w->buf;
+		o->op = w->buf + w->buf_len;
 	}
 	if (o->until_restart) {
 		bout_usual(o, b, o->typed);

@@ -14,6 +14,7 @@
 #include "segment_internal.h"
 
 #define FLUSH_BYTES ((size_t)1 << 20)
+#define WRITE_PAGE    4096 /* writes end on multiples of it: seg_writer_flush */
 #define SECTION_COUNT 4
 
 struct kvs_writer {
@@ -57,6 +58,8 @@ kvs_status seg_writer_fail(kvs_writer *w, kvs_error *err, kvs_status st,
                            const char *fmt, const char *detail);
 kvs_status seg_writer_put_field(kvs_writer *w, kvs_field f, uint64_t value,
                                 uint64_t prev, kvs_error *err);
+/* Writes the pending stream bytes up to the file's last page boundary among
+ * them; the rest (under WRITE_PAGE bytes) stays at the buffer's start. */
 kvs_status seg_writer_flush(kvs_writer *w, kvs_error *err);
 /* Room for at least n restarts (their offsets and fences); false, with
  * the arrays as they were or grown, when memory runs out. */
