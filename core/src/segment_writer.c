@@ -350,10 +350,10 @@ static uint64_t stream_offset(const kvs_writer *w)
  * Writes the stream's pending whole bytes: all of them at the stream's end
  * (`all`), otherwise those up to the file's last page boundary among them,
  * and the rest (less than a page) moves to the buffer's start. Every write
- * but the first then starts and ends on a page: ext4 took 15-20% longer
- * over writes of 256 KiB that begin and end inside pages (measured on
- * 0.6 and 16 MB files), which the file's 256-byte head would otherwise
- * make every one of them.
+ * but the first then starts and ends on a page: ext4 took 11-26% longer
+ * over writes of 256 KiB that begin and end inside pages (files of 0.6 to
+ * 9.4 MB; 37-39% with the space reserved ahead, as merges have it), which
+ * the file's 256-byte head would otherwise make every one of them.
  */
 static kvs_status flush_stream(kvs_writer *w, bool all, kvs_error *err)
 {
