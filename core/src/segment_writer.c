@@ -195,8 +195,7 @@ static void reserve_ahead(kvs_writer *w, size_t len)
 {
 #ifdef FALLOC_FL_KEEP_SIZE
 	/* every write continues the stream, or (the last) follows it */
-	uint64_t start = SEG_HEADER_BYTES +
-	                 (uint64_t)SEG_DIRENT_BYTES * SECTION_COUNT + w->flushed;
+	uint64_t start = STREAM_START + w->flushed;
 	uint64_t end = start + len;
 	uint64_t hint = w->opt.size_hint;
 	if (w->no_reserve || end <= w->reserved || end > hint ||
@@ -322,9 +321,7 @@ kvs_status kvs_writer_open(kvs_writer **out, const char *path,
 		kvs_writer_free(w);
 		return st;
 	}
-	uint64_t data_start =
-	    SEG_HEADER_BYTES + (uint64_t)SEG_DIRENT_BYTES * SECTION_COUNT;
-	if (lseek(w->fd, (off_t)data_start, SEEK_SET) < 0) {
+	if (lseek(w->fd, STREAM_START, SEEK_SET) < 0) {
 		kvs_status st = io_fail(w, err, "lseek");
 		kvs_writer_free(w);
 		return st;
@@ -361,9 +358,7 @@ static kvs_status flush_stream(kvs_writer *w, bool all, kvs_error *err)
 	uint8_t *buf = byte ? w->buf : w->bw.buf;
 	size_t *len = byte ? &w->buf_len : &w->bw.len;
 	size_t n = *len;
-	uint64_t end = SEG_HEADER_BYTES +
-	               (uint64_t)SEG_DIRENT_BYTES * SECTION_COUNT + w->flushed +
-	               n;
+	uint64_t end = STREAM_START + w->flushed + n;
 	size_t over = (size_t)(end % WRITE_PAGE);
 	if (!all && over < n)
 		n -= over;
@@ -649,8 +644,7 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	/* the sections after the stream, each at a multiple of 8, in one
 	 * buffer and one write: the restart EF, the sort metadata (first and
 	 * last key) and the restart fences */
-	uint64_t dir_end =
-	    SEG_HEADER_BYTES + (uint64_t)SEG_DIRENT_BYTES * SECTION_COUNT;
+	uint64_t dir_end = STREAM_START;
 	uint64_t stream_len = w->flushed;
 	uint64_t ef_off = align8(dir_end + stream_len), max = 0;
 	if (w->restarts_len)
@@ -693,7 +687,7 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	uint64_t file_len = fence_off + fence_len;
 
 	/* the envelope and the directory */
-	uint8_t head[SEG_HEADER_BYTES + SEG_DIRENT_BYTES * SECTION_COUNT];
+	uint8_t head[STREAM_START];
 	memset(head, 0, sizeof head);
 	memcpy(head + HDR_MAGIC, SEG_MAGIC, 8);
 	head[HDR_VERSION] = KVS_SEGMENT_VERSION;

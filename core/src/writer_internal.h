@@ -16,6 +16,9 @@
 #define FLUSH_BYTES ((size_t)1 << 20)
 #define WRITE_PAGE    4096 /* writes end on multiples of it: seg_writer_flush */
 #define SECTION_COUNT 4
+/* The record stream's first byte in the file: after the header and the
+ * directory (FORMAT.md §5). */
+#define STREAM_START (SEG_HEADER_BYTES + SEG_DIRENT_BYTES * SECTION_COUNT)
 
 struct kvs_writer {
 	kvs_writer_options opt;
