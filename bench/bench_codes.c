@@ -11,8 +11,9 @@
  * check before any timing, and the comparison of each observation's
  * checksum with the source values afterwards.
  *
- * Variants: kvseg (the decode loop compiled for baseline x86-64) and
- * kvseg-mv (the same loop marked KVS_MULTIVERSION).
+ * Variants: kvseg (the decode loop compiled for baseline x86-64),
+ * kvseg-mv (the same loop marked KVS_MULTIVERSION) and kvseg-wide (as
+ * kvseg-mv, but EG codes through kvs_get_eg_wide; Golomb as kvseg-mv).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -88,8 +89,9 @@ typedef struct fixture {
  * Each code's loop is compiled into a function of its own, so that a change
  * to one decoder does not move or reallocate the other's loop.
  */
+/* wide is a constant in each caller: kvs_get_eg or kvs_get_eg_wide. */
 static inline __attribute__((always_inline)) uint64_t
-decode_eg(const fixture *f, int *bad)
+decode_eg(const fixture *f, int *bad, bool wide)
 {
 	kvs_bitreader r;
 	kvs_br_init(&r, f->data, 0, f->bits);
@@ -98,7 +100,9 @@ decode_eg(const fixture *f, int *bad)
 	unsigned k = f->w->param;
 	for (size_t i = 0; i < COUNT; i++) {
 		uint64_t v = 0;
-		failed |= kvs_get_eg(&r, k, &v) != KVS_OK;
+		kvs_status st =
+		    wide ? kvs_get_eg_wide(&r, k, &v) : kvs_get_eg(&r, k, &v);
+		failed |= st != KVS_OK;
 		sum += v;
 	}
 	*bad = failed;
@@ -128,7 +132,7 @@ decode_golomb(const fixture *f, int *bad, bool by_table)
 /* Compiled for baseline x86-64, as any caller of the inline paths is. */
 __attribute__((noinline)) static uint64_t eg_kvseg(const fixture *f, int *bad)
 {
-	return decode_eg(f, bad);
+	return decode_eg(f, bad, false);
 }
 
 __attribute__((noinline)) static uint64_t golomb_kvseg(const fixture *f,
@@ -148,7 +152,14 @@ golomb_computed_kvseg(const fixture *f, int *bad)
 KVS_MULTIVERSION __attribute__((noinline)) static uint64_t
 eg_kvseg_mv(const fixture *f, int *bad)
 {
-	return decode_eg(f, bad);
+	return decode_eg(f, bad, false);
+}
+
+/* kvs_get_eg_wide, marked KVS_MULTIVERSION like kvseg-mv. */
+KVS_MULTIVERSION __attribute__((noinline)) static uint64_t
+eg_kvseg_wide(const fixture *f, int *bad)
+{
+	return decode_eg(f, bad, true);
 }
 
 KVS_MULTIVERSION __attribute__((noinline)) static uint64_t
@@ -172,6 +183,8 @@ typedef struct variant {
 static const variant variants[] = {
     {"kvseg", {eg_kvseg, golomb_kvseg, golomb_computed_kvseg}},
     {"kvseg-mv", {eg_kvseg_mv, golomb_kvseg_mv, golomb_computed_kvseg_mv}},
+    /* Golomb has no wide decoder: the same loops as kvseg-mv. */
+    {"kvseg-wide", {eg_kvseg_wide, golomb_kvseg_mv, golomb_computed_kvseg_mv}},
 };
 #define VARIANT_COUNT (sizeof variants / sizeof variants[0])
 
