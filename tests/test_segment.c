@@ -2221,6 +2221,24 @@ static void test_writer_errors(void **state)
 		spit(p, (const uint8_t *)g_other, sizeof g_other - 1);
 		write_ok(p, &rs, &o);
 		expect_segment_file(p, &rs, &o);
+		/* Replacing tries a renameat2 that never replaces first; a
+		 * filesystem without RENAME_NOREPLACE checks, then renames. */
+		for (g_fake_fs = FS_REAL; g_fake_fs <= FS_NO_LINKS;
+		     g_fake_fs++) {
+			set_case("replacing, the name free (%s)",
+			         fake_fs_names[g_fake_fs]);
+			assert_int_equal(unlink(p), 0);
+			write_ok(p, &rs, &o);
+			expect_segment_file(p, &rs, &o);
+			set_case("replacing, a file at the name (%s)",
+			         fake_fs_names[g_fake_fs]);
+			spit(p, (const uint8_t *)g_other, sizeof g_other - 1);
+			write_ok(p, &rs, &o);
+			expect_segment_file(p, &rs, &o);
+			EXPECT_U64(dir_entries(dir, NULL, 0), 1,
+			           "entries (no temporary left)");
+		}
+		g_fake_fs = FS_REAL;
 		kvs_writer_options keep = o;
 		keep.flags |= KVS_WRITER_NO_REPLACE;
 		assert_int_equal(unlink(p), 0);

@@ -77,7 +77,10 @@ static kvs_status check_replaceable(const char *path, kvs_error *err)
 }
 
 /*
- * Moves the finished temporary file to w->path. With no_replace a file
+ * Moves the finished temporary file to w->path. Without no_replace it
+ * replaces a regular file or a symbolic link there (check_replaceable),
+ * after a first renameat2(RENAME_NOREPLACE) that publishes at once when
+ * the name is free, as it usually is. With no_replace a file
  * already there stays and is reported: renameat2(RENAME_NOREPLACE)
  * where the filesystem has it; else link(2), which never replaces either,
  * then the temporary name is unlinked (a crash in between leaves a second
@@ -90,7 +93,17 @@ static kvs_status publish_file(kvs_writer *w, bool no_replace,
                                kvs_error *err)
 {
 	int rc;
+	/* Usually the name is free: one renameat2 that never replaces, with
+	 * no lstat before it. A name that is taken, or a filesystem without
+	 * RENAME_NOREPLACE, goes the ways below. */
 	if (!no_replace) {
+		rc = renameat2(AT_FDCWD, w->tmp_path, AT_FDCWD, w->path,
+		               RENAME_NOREPLACE);
+		if (rc == 0)
+			return KVS_OK;
+		if (errno != EEXIST && errno != EINVAL && errno != ENOSYS &&
+		    errno != EPERM && errno != EOPNOTSUPP)
+			return io_fail(w, err, "rename");
 		/* again: something may have appeared since the open */
 		kvs_status st = check_replaceable(w->path, err);
 		if (st != KVS_OK) {
@@ -216,13 +229,17 @@ static void reserve_ahead(kvs_writer *w, size_t len)
 #endif
 }
 
+/* Writes len bytes where the stream's flushed bytes end: the stream's next
+ * bytes, or (the last write) the sections after it. pwrite, so the file
+ * needs no seek past its head at the open. */
 static kvs_status write_all(kvs_writer *w, const void *data, size_t len,
                             kvs_error *err)
 {
 	const uint8_t *p = data;
+	uint64_t at = STREAM_START + w->flushed;
 	reserve_ahead(w, len);
 	while (len > 0) {
-		ssize_t n = write(w->fd, p, len);
+		ssize_t n = pwrite(w->fd, p, len, (off_t)at);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -230,6 +247,7 @@ static kvs_status write_all(kvs_writer *w, const void *data, size_t len,
 		}
 		w->body_crc = kvs_crc32c(w->body_crc, p, (size_t)n);
 		p += n;
+		at += (uint64_t)n;
 		len -= (size_t)n;
 	}
 	return KVS_OK;
@@ -318,11 +336,6 @@ kvs_status kvs_writer_open(kvs_writer **out, const char *path,
 	 * removes only temporary files that nobody holds (catalog.c). */
 	if (flock(w->fd, LOCK_EX) < 0) {
 		kvs_status st = io_fail(w, err, "flock");
-		kvs_writer_free(w);
-		return st;
-	}
-	if (lseek(w->fd, STREAM_START, SEEK_SET) < 0) {
-		kvs_status st = io_fail(w, err, "lseek");
 		kvs_writer_free(w);
 		return st;
 	}
