@@ -8,7 +8,7 @@
  * by exactly the length of the value's canonical code, and re-encoding the
  * value gives back the very bits that were read. Golomb codes are also
  * decoded with the decode table, in step on a second reader: same status,
- * value and position.
+ * value and position; EG codes with kvs_get_eg_wide the same way.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -57,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const kvs_golomb_table *table =
 	    kind == 2 ? table_of(k % NMODULI) : NULL;
 
-	kvs_bitreader r, rt; /* rt: the table decoder's reader */
+	kvs_bitreader r, rt; /* rt: the table's or the wide decoder's reader */
 	kvs_br_init(&r, buf, start, bits);
 	kvs_br_init(&rt, buf, start, bits);
 	for (;;) {
@@ -65,7 +65,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		kvs_status st;
 		uint64_t expect_len;
 		if (kind <= 1) {
+			uint64_t wv = 0;
+			kvs_status wst = kvs_get_eg_wide(&rt, k, &wv);
 			st = kvs_get_eg(&r, k, &v);
+			check(wst == st && (st != KVS_OK || wv == v));
+			check(kvs_br_position(&rt) == kvs_br_position(&r));
 			expect_len = kvs_eg_length(v, k);
 		} else if (kind == 2) {
 			uint64_t tv = 0;
