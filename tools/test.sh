@@ -44,7 +44,8 @@ echo "== fuzz (60 s)"
 # clang for libFuzzer; -Dfuzz=true also puts the sanitizers everywhere.
 CC=clang configure build-fuzz --werror -Dfuzz=true -Dbench=disabled
 ninja -C build-fuzz tests/fuzz/fuzz_segment tests/fuzz/fuzz_segment_seeds \
-	tests/fuzz/fuzz_merge tests/fuzz/fuzz_catalog tests/fuzz/fuzz_names
+	tests/fuzz/fuzz_merge tests/fuzz/fuzz_catalog tests/fuzz/fuzz_names \
+	tests/fuzz/fuzz_codes
 mkdir -p build-fuzz/fuzz-artifacts
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
@@ -80,4 +81,7 @@ fuzz fuzz_catalog 20 "$corpus/catalog"
 echo "== fuzz segfs's name mapping (10 s)"
 fuzz fuzz_names 10
 
-echo "== all tests passed (release, ASan+UBSan and TSan builds, 110 s of fuzzing)"
+echo "== fuzz the count decoders, both EG decoders in step (15 s)"
+fuzz fuzz_codes 15
+
+echo "== all tests passed (release, ASan+UBSan and TSan builds, 125 s of fuzzing)"
