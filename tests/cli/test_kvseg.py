@@ -335,6 +335,16 @@ def decode_jsonl_record(line):
     return key, value
 
 
+def jsonl_lines(out):
+    """The lines of JSONL output: split at "\n" only. str.splitlines would
+    also split inside a string at U+0085, U+2028 or U+2029, which JSON
+    leaves unescaped."""
+    lines = out.decode("utf-8").split("\n")
+    check(lines[-1] == "", "JSONL output ends with a newline: %r"
+          % lines[-1][-80:])
+    return lines[:-1]
+
+
 def plain_utf8(data):
     try:
         data.decode("utf-8")
@@ -365,7 +375,7 @@ def test_modes_and_formats():
                   what + ": dump equals the oracle", r)
             r = kvseg("scan", seg, "--format", "jsonl")
             got = [decode_jsonl_record(line)
-                   for line in r.out.decode("utf-8").splitlines()]
+                   for line in jsonl_lines(r.out)]
             check(r.rc == 0 and got == sorted(records.items()),
                   what + ": scan --format jsonl equals the oracle", r)
             # scan's TSV is build's input: the same records again.
@@ -474,8 +484,8 @@ def test_scan_filters():
                                for k, v in keep).encode("latin-1")
                 ok = r.out == want
             else:
-                ok = [decode_jsonl_record(line) for line in
-                      r.out.decode("utf-8").splitlines()] == keep
+                ok = [decode_jsonl_record(line)
+                      for line in jsonl_lines(r.out)] == keep
             check(r.rc == 0 and ok, "scan %s-%s %s equals the oracle"
                   % (framing, profile, args), r)
 
