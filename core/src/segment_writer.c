@@ -93,17 +93,14 @@ static kvs_status publish_file(kvs_writer *w, bool no_replace,
                                kvs_error *err)
 {
 	int rc;
-	/* Usually the name is free: one renameat2 that never replaces, with
-	 * no lstat before it. A name that is taken, or a filesystem without
-	 * RENAME_NOREPLACE, goes the ways below. */
 	if (!no_replace) {
-		rc = renameat2(AT_FDCWD, w->tmp_path, AT_FDCWD, w->path,
-		               RENAME_NOREPLACE);
-		if (rc == 0)
+		/* Usually the name is free: one renameat2 that never
+		 * replaces, with no lstat before it. Otherwise (a name that
+		 * is taken, no RENAME_NOREPLACE here, or an error that
+		 * rename(2) then gives again) the check and rename(2). */
+		if (renameat2(AT_FDCWD, w->tmp_path, AT_FDCWD, w->path,
+		              RENAME_NOREPLACE) == 0)
 			return KVS_OK;
-		if (errno != EEXIST && errno != EINVAL && errno != ENOSYS &&
-		    errno != EPERM && errno != EOPNOTSUPP)
-			return io_fail(w, err, "rename");
 		/* again: something may have appeared since the open */
 		kvs_status st = check_replaceable(w->path, err);
 		if (st != KVS_OK) {

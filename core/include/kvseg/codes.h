@@ -44,6 +44,13 @@ kvs_status kvs_get_eg_slow(kvs_bitreader *r, unsigned k, uint64_t *out);
  * code takes its zeros, a refill and the rest; anything else (a run past the
  * reservoir, the payload's tail, an order above 63) the slow path.
  */
+/* The value of the EGk code of len bits (1..64) at the top of w: the shift
+ * 64 - len taken as -len modulo 64, one negation. */
+static inline uint64_t kvs_eg_value_(uint64_t w, uint64_t len, unsigned k)
+{
+	return (w >> ((0 - len) & 63)) - ((uint64_t)1 << k);
+}
+
 static inline kvs_status kvs_eg_refilled_(kvs_bitreader *r, unsigned k,
                                           uint64_t *out)
 {
@@ -52,13 +59,13 @@ static inline kvs_status kvs_eg_refilled_(kvs_bitreader *r, unsigned k,
 		unsigned z = (unsigned)__builtin_clzll(res);
 		uint64_t len = 2 * (uint64_t)z + k + 1;
 		if (__builtin_expect(len <= r->avail, 1)) {
-			*out = (res >> ((0 - len) & 63)) - ((uint64_t)1 << k);
+			*out = kvs_eg_value_(res, len, k);
 			kvs_br_consume(r, (unsigned)len);
 			return KVS_OK;
 		}
 		if (len <= 64 && (uintptr_t)r->next <= r->fast_limit) {
 			unsigned over = (unsigned)len - r->avail;
-			*out = (res >> ((0 - len) & 63)) - ((uint64_t)1 << k);
+			*out = kvs_eg_value_(res, len, k);
 			r->reservoir = kvs_load_be64(r->next) << over;
 			r->next += 8;
 			r->avail = 64 - over;
@@ -104,8 +111,7 @@ static inline kvs_status kvs_eg_refilled_(kvs_bitreader *r, unsigned k,
  * with the same results, errors and positions.
  *
  * An order k above 63 makes len above 64, so kvs_get_eg takes the slow
- * path, which refuses it: the fast path spends no instruction on it. The
- * value's shift 64 - len is taken as -len modulo 64 (len is 1..63 there).
+ * path, which refuses it: the fast path spends no instruction on it.
  */
 static inline kvs_status kvs_get_eg(kvs_bitreader *r, unsigned k, uint64_t *out)
 {
@@ -115,8 +121,7 @@ static inline kvs_status kvs_get_eg(kvs_bitreader *r, unsigned k, uint64_t *out)
 		unsigned z = (unsigned)__builtin_clzll(head);
 		uint64_t len = 2 * (uint64_t)z + k + 1;
 		if (__builtin_expect(len <= r->avail, 1)) {
-			*out = (r->reservoir >> ((0 - len) & 63)) -
-			       ((uint64_t)1 << k);
+			*out = kvs_eg_value_(r->reservoir, len, k);
 			kvs_br_consume(r, (unsigned)len);
 			return KVS_OK;
 		}
