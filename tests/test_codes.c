@@ -410,17 +410,22 @@ static const kvs_golomb_table *table_for(uint64_t m)
 	return g_tables[slot];
 }
 
-static int table_mode_on(void **state)
+/* A mode's setup and teardown: the test's state is the mode's flag. */
+static int mode_on(void **state)
 {
-	(void)state;
-	g_by_table = 1;
+	*(int *)*state = 1;
+	return 0;
+}
+
+static int mode_off(void **state)
+{
+	*(int *)*state = 0;
 	return 0;
 }
 
 static int table_mode_off(void **state)
 {
-	(void)state;
-	g_by_table = 0;
+	mode_off(state);
 	for (size_t i = 0; i < TABLE_SLOTS; i++) {
 		free(g_tables[i]);
 		g_tables[i] = NULL;
@@ -431,7 +436,7 @@ static int table_mode_off(void **state)
 
 /* A test run in table mode, named after it. */
 /* clang-format off */
-#define BY_TABLE(f) {#f "_by_table", f, table_mode_on, table_mode_off, NULL}
+#define BY_TABLE(f) {#f "_by_table", f, mode_on, table_mode_off, &g_by_table}
 /* clang-format on */
 
 /* kvs_get_golomb_by_table, and kvs_get_golomb from a copy of the reader:
@@ -464,23 +469,9 @@ static kvs_status golomb_by_table(kvs_bitreader *r, const item *it,
  */
 static int g_eg_wide;
 
-static int wide_mode_on(void **state)
-{
-	(void)state;
-	g_eg_wide = 1;
-	return 0;
-}
-
-static int wide_mode_off(void **state)
-{
-	(void)state;
-	g_eg_wide = 0;
-	return 0;
-}
-
 /* A test run in wide mode, named after it. */
 /* clang-format off */
-#define EG_WIDE(f) {#f "_eg_wide", f, wide_mode_on, wide_mode_off, NULL}
+#define EG_WIDE(f) {#f "_eg_wide", f, mode_on, mode_off, &g_eg_wide}
 /* clang-format on */
 
 static kvs_status eg_wide(kvs_bitreader *r, const item *it, uint64_t *out)
