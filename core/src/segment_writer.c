@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "kvseg/crc32c.h"
@@ -354,15 +355,15 @@ static uint64_t stream_offset(const kvs_writer *w)
 }
 
 /*
- * Writes the stream's pending whole bytes: all of them at the stream's end
- * (`all`), otherwise those up to the file's last page boundary among them,
- * and the rest (less than a page) moves to the buffer's start. Every write
+ * Writes the stream's pending whole bytes up to the file's last page
+ * boundary among them, and the rest (less than a page) moves to the
+ * buffer's start (the stream's last bytes go out with write_last). Every write
  * but the first then starts and ends on a page: ext4 took 11-26% longer
  * over writes of 256 KiB that begin and end inside pages (files of 0.6 to
  * 9.4 MB; 37-39% with the space reserved ahead, as merges have it), which
  * the file's 256-byte head would otherwise make every one of them.
  */
-static kvs_status flush_stream(kvs_writer *w, bool all, kvs_error *err)
+static kvs_status flush_stream(kvs_writer *w, kvs_error *err)
 {
 	bool byte = w->opt.profile == KVS_PROFILE_BYTE;
 	uint8_t *buf = byte ? w->buf : w->bw.buf;
@@ -370,7 +371,7 @@ static kvs_status flush_stream(kvs_writer *w, bool all, kvs_error *err)
 	size_t n = *len;
 	uint64_t end = STREAM_START + w->flushed + n;
 	size_t over = (size_t)(end % WRITE_PAGE);
-	if (!all && over < n)
+	if (over < n)
 		n -= over;
 	kvs_status st = write_all(w, buf, n, err);
 	w->flushed += n;
@@ -383,7 +384,63 @@ static kvs_status flush_stream(kvs_writer *w, bool all, kvs_error *err)
 kvs_status seg_writer_flush(kvs_writer *w, kvs_error *err)
 {
 	/* whole bytes only: pending bits stay in the writer */
-	return flush_stream(w, false, err);
+	return flush_stream(w, err);
+}
+
+/* pwritev(2) of all of iov[0 .. n) at `at`, after short writes and
+ * interruptions too; -1 with errno on failure. */
+static int pwrite_vec(int fd, struct iovec *iov, int n, uint64_t at)
+{
+	while (n > 0) {
+		ssize_t k = pwritev(fd, iov, n, (off_t)at);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			if (k == 0)
+				errno =
+				    EIO; /* no progress: not to loop forever */
+			return -1;
+		}
+		at += (uint64_t)k;
+		size_t done = (size_t)k;
+		for (; n > 0 && done >= iov->iov_len; iov++, n--)
+			done -= iov->iov_len;
+		if (n > 0) {
+			iov->iov_base = (uint8_t *)iov->iov_base + done;
+			iov->iov_len -= done;
+		}
+	}
+	return 0;
+}
+
+/*
+ * The file's last bytes: the stream's pending bytes and the sections after
+ * them, where the stream's written bytes end, and the head at offset 0.
+ * When no stream byte was written before (a small file: the writer
+ * flushes from FLUSH_BYTES on, the merge loops from 256 KiB), the three
+ * go out in one pwritev: for a file of 150 KB on ext4 that took 28 us against
+ * 32 for three writes. Otherwise the head follows in a write of its own.
+ */
+static kvs_status write_last(kvs_writer *w, const uint8_t *head,
+                             const uint8_t *pend, size_t pend_len,
+                             const uint8_t *tail, size_t tail_len,
+                             kvs_error *err)
+{
+	bool with_head = w->flushed == 0;
+	struct iovec iov[3], *v = iov;
+	if (with_head)
+		*v++ = (struct iovec){(void *)head, STREAM_START};
+	*v++ = (struct iovec){(void *)pend, pend_len};
+	*v++ = (struct iovec){(void *)tail, tail_len};
+	reserve_ahead(w, pend_len + tail_len);
+	uint64_t at = with_head ? 0 : STREAM_START + w->flushed;
+	if (pwrite_vec(w->fd, iov, (int)(v - iov), at) < 0)
+		return io_fail(w, err, "write");
+	w->flushed += pend_len;
+	struct iovec h = {(void *)head, STREAM_START};
+	if (!with_head && pwrite_vec(w->fd, &h, 1, 0) < 0)
+		return io_fail(w, err, "write");
+	return KVS_OK;
 }
 
 static const char *const field_names[KVS_FIELD_COUNT] = {
@@ -648,14 +705,16 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	} else {
 		stream_bits = stream_offset(w) * 8;
 	}
-	if ((st = flush_stream(w, true, err)) != KVS_OK)
-		return st;
+	/* the stream's pending bytes, written with the sections (write_last) */
+	bool byte = w->opt.profile == KVS_PROFILE_BYTE;
+	const uint8_t *pend = byte ? w->buf : w->bw.buf;
+	size_t pend_len = byte ? w->buf_len : w->bw.len;
 
 	/* the sections after the stream, each at a multiple of 8, in one
-	 * buffer and one write: the restart EF, the sort metadata (first and
+	 * buffer: the restart EF, the sort metadata (first and
 	 * last key) and the restart fences */
 	uint64_t dir_end = STREAM_START;
-	uint64_t stream_len = w->flushed;
+	uint64_t stream_len = w->flushed + pend_len;
 	uint64_t ef_off = align8(dir_end + stream_len), max = 0;
 	if (w->restarts_len)
 		max = w->restarts[w->restarts_len - 1];
@@ -690,10 +749,9 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 		memcpy(meta + 16 + seg_key_bytes(fb), w->prev_key,
 		       seg_key_bytes(lb));
 	build_fences(w, tail + (fence_off - tail_off));
-	st = write_all(w, tail, (size_t)tail_len, err);
-	free(tail);
-	if (st != KVS_OK)
-		return st;
+	if (pend_len)
+		w->body_crc = kvs_crc32c(w->body_crc, pend, pend_len);
+	w->body_crc = kvs_crc32c(w->body_crc, tail, (size_t)tail_len);
 	uint64_t file_len = fence_off + fence_len;
 
 	/* the envelope and the directory */
@@ -730,16 +788,10 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	hcrc = kvs_crc32c(hcrc, dir, SEG_DIRENT_BYTES * SECTION_COUNT);
 	kvs_store_le32(head + HDR_HEADER_CRC, hcrc);
 
-	size_t done = 0;
-	while (done < sizeof head) {
-		ssize_t n = pwrite(w->fd, head + done, sizeof head - done,
-		                   (off_t)done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return io_fail(w, err, "write");
-		done += (size_t)n;
-	}
+	st = write_last(w, head, pend, pend_len, tail, (size_t)tail_len, err);
+	free(tail);
+	if (st != KVS_OK)
+		return st;
 	/* The writes end at file_len. Space reserved past it (reserve_ahead)
 	 * is released by cutting the file to that size; with none, the cut
 	 * would change nothing and is skipped: on ext4 it still took 8 us,
