@@ -397,15 +397,17 @@ FLATTEN static kvs_status merge_two_bit(merge *m)
  * framing, tombstones kept) with the inputs' and the output's state in
  * one local struct (the cursors and the writer are brought up to date
  * where the general code needs them), and without the writer's per-record
- * LCP with the previous key: the output's LCP is already known. Each input keeps the LCP of its
- * current key with the last output key. When the input has just moved,
- * that is its header's LCP with its previous key (the last output key, or
- * an older binding of it), checked to be the whole common prefix with one
- * byte compare that also checks the order; when the other input won the
- * round, it is the LCP the round's compare found. Input restarts, unusual
- * headers, the streams' last bytes, output restarts, flushes and long
- * records go out of line; each side counts down the records it may take
- * in line before it has to look.
+ * LCP with the previous key: the output's LCP is already known. Each input
+ * keeps the LCP of its current key with the last output key. When the input has
+ * just moved, that is its header's LCP with its previous key (the last output
+ * key, or an older binding of it), checked to be the whole common prefix with
+ * one byte compare that also checks the order; when the other input won the
+ * round, it is the LCP the round's compare found. The usual restarts of
+ * both sides are in line too (bin_next_restart, bout_try_restart: out of
+ * line they cost 4% of a merge of two 4,096-record segments); unusual
+ * headers, the streams' last bytes, flushes, long records and, with a
+ * progress callback, output restarts go out of line. Each side counts
+ * down the records it may take in line before it has to look.
  */
 
 #define FAST_CHUNK ((size_t)256 << 10) /* flush once this much is pending */
@@ -709,11 +711,26 @@ bin_next_slow(fast *f, size_t i, bool *live)
 	return KVS_OK;
 }
 
+/* The next record of b when its budget is spent and it is the usual
+ * restart (bin_restart), in line; false (b unchanged) otherwise. */
+static SPECIALIZED bool bin_next_restart(bin *b)
+{
+	uint64_t used = b->granted - b->budget;
+	if (b->left == used || b->in_block + used + 1 != b->K ||
+	    !bin_restart(b, b->max_len))
+		return false;
+	b->left -= used + 1;
+	b->in_block = 0;
+	bin_grant(b);
+	return true;
+}
+
 /* Moves input i to its next record; *live false when it has none. */
 static SPECIALIZED kvs_status bin_advance(fast *f, size_t i, bool *live,
                                           bool typed)
 {
-	if (__builtin_expect(bin_next_fast(&f->in[i], typed), 1))
+	if (__builtin_expect(bin_next_fast(&f->in[i], typed), 1) ||
+	    bin_next_restart(&f->in[i]))
 		return KVS_OK;
 	return bin_next_slow(f, i, live);
 }
@@ -902,12 +919,42 @@ bout_put_slow(fast *f, const bin *b, const bool *live)
 	return KVS_OK;
 }
 
+/* An output restart, when b's record is in line's bounds and the buffer
+ * has room for it and no flush is due: its place in the restart index
+ * and its fence, its whole key, and the next budget; false (nothing done)
+ * otherwise. */
+static SPECIALIZED bool bout_try_restart(fast *f, const bin *b, bool typed)
+{
+	kvs_writer *w = f->m->w;
+	bout *o = &f->o;
+	uint64_t room = (uint64_t)(w->buf + w->buf_cap - o->op) / FAST_MAXREC;
+	if (o->until_restart != o->granted - o->budget ||
+	    b->len + b->vlen > FAST_REC || room == 0 ||
+	    (size_t)(o->op - w->buf) >= FAST_CHUNK)
+		return false;
+	fast_restart_index(f, b);
+	uint8_t *p = o->op;
+	p += kvs_varint_put(p, b->len);
+	o->op = bout_body(o, p, b, 0, true, typed);
+	o->until_restart = o->K - 1;
+	room--;
+	o->granted = o->budget =
+	    o->until_restart < room ? o->until_restart : room;
+	return true;
+}
+
 static SPECIALIZED kvs_status bout_put(fast *f, const bin *b, const bool *live,
                                        bool typed)
 {
 	bout *o = &f->o;
-	if (__builtin_expect(o->budget == 0 || b->len + b->vlen > FAST_REC, 0))
+	if (__builtin_expect(o->budget == 0 || b->len + b->vlen > FAST_REC,
+	                     0)) {
+		/* the usual output restart in line, unless progress is
+		 * reported (bout_put_slow) */
+		if (!f->m->opt->progress && bout_try_restart(f, b, typed))
+			return KVS_OK;
 		return bout_put_slow(f, b, live);
+	}
 	bout_usual(o, b, typed);
 	o->budget--;
 	return KVS_OK;
@@ -1035,7 +1082,8 @@ static SPECIALIZED kvs_status merge_two_bytes_with(merge *m, bool typed,
 	/* Moves input i on; an input's end (found out of line) ends the loop. */
 #define FAST_ADVANCE(i)                                                        \
 	do {                                                                   \
-		if (!bin_next_fast(&in[i], typed)) {                           \
+		if (!bin_next_fast(&in[i], typed) &&                           \
+		    !bin_next_restart(&in[i])) {                               \
 			if ((st = bin_next_slow(&f, i, &live[i])) != KVS_OK)   \
 				goto out;                                      \
 			ended |= !live[i];                                     \
