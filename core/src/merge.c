@@ -1660,19 +1660,18 @@ static SPECIALIZED void tout_stream_bits(fast_bw *o, const uint8_t *s,
 		total -= 256 * (uint64_t)blocks;
 		keep = 0; /* nothing pending */
 	}
-	/* the last chunk holds the last total % 56 bits (its load ends at
-	 * most 64 bits past them): its whole bytes stored, the rest pending */
-	uint64_t chunks = total / 56;
+	/* chunks until the total's whole bytes are stored; the bits of its
+	 * last byte, if any, stay pending: output byte nb (its load ends at
+	 * most 64 bits past the total) */
+	uint64_t nb = total / 8;
+	unsigned rest = (unsigned)total & 7;
 	uint64_t c = (o->acc & keep) | (kvs_load_be64(q) << d & ~keep);
 	kvs_store_be64(p, c);
-	for (uint64_t i = 1; i <= chunks; i++) {
-		c = kvs_load_be64(q + 7 * i) << d;
-		kvs_store_be64(p + 7 * i, c);
-	}
-	unsigned whole = (unsigned)(total - 56 * chunks) & ~7u,
-	         rest = (unsigned)total & 7;
-	o->p = p + total / 8; /* 7 bytes a chunk, then whole / 8 */
-	o->acc = (c << whole) & ~(~(uint64_t)0 >> rest);
+	for (uint64_t i = 7; i < nb; i += 7)
+		kvs_store_be64(p + i, kvs_load_be64(q + i) << d);
+	uint64_t last = nb ? kvs_load_be64(q + nb) << d : c;
+	o->p = p + nb;
+	o->acc = last & ~(~(uint64_t)0 >> rest);
 	o->bits = rest;
 }
 
