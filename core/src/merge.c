@@ -1697,8 +1697,17 @@ static SPECIALIZED void tout_tail(tout *o, const tin *b, bool typed)
 		o->tombstones++;
 	} else {
 		uint64_t x3 = seg_eg_code(seg_zigzag(vlen, o->fvlen), 0, &n3);
-		fbw_put(bw, (uint64_t)typed << n3 | x3, n3 + typed);
-		tout_field_bits(bw, b->s, tin_vpos(b), 8 * vlen);
+		uint64_t code = (uint64_t)typed << n3 | x3, vb = 8 * vlen;
+		unsigned head = n3 + typed;
+		if (head + vb <=
+		    56) { /* a short value: one put with its code */
+			uint64_t v =
+			    bits57(b->s, tin_vpos(b)) >> 1 >> (63 - vb);
+			fbw_put(bw, code << vb | v, head + (unsigned)vb);
+		} else {
+			fbw_put(bw, code, head);
+			tout_field_bits(bw, b->s, tin_vpos(b), vb);
+		}
 		o->fvlen = vlen;
 	}
 }
@@ -1735,9 +1744,11 @@ static SPECIALIZED void tout_usual(tout *o, const tin *b, bool typed)
 	n2 = 1; /* usually the key's length is unchanged: the code 1 */
 	if (len != o->prev_len)
 		x2 = seg_eg_code(seg_zigzag(len, o->prev_len), 0, &n2);
-	if (n1 + n2 <= 56) {
-		fbw_put(bw, x1 << n2 | x2, n1 + n2);
-	} else {
+	/* the two codes in one put, put where the rest allows (below) */
+	bool fit = n1 + n2 <= 56;
+	uint64_t codes = x1 << n2 | x2;
+	unsigned nc = n1 + n2;
+	if (!fit) {
 		fbw_put(bw, x1, n1);
 		fbw_put(bw, x2, n2);
 	}
@@ -1751,16 +1762,30 @@ static SPECIALIZED void tout_usual(tout *o, const tin *b, bool typed)
 	if (b->inl && lcp >= b->flcp) {
 		uint64_t from = b->x + (lcp - b->flcp);
 		if (b->vref == o->fvlen || (typed && b->tomb)) {
+			if (fit)
+				fbw_put(bw, codes, nc);
 			tout_stream_bits(bw, b->s, from, b->pos - from);
 			if (typed && b->tomb)
 				o->tombstones++;
 			else
 				o->fvlen = vlen;
 		} else { /* the suffix, then the fields after it anew */
-			tout_field_bits(bw, b->s, from, len - lcp);
+			uint64_t sl = len - lcp;
+			if (fit &&
+			    nc + sl <= 56) { /* a short suffix: one put */
+				uint64_t v =
+				    bits57(b->s, from) >> 1 >> (63 - sl);
+				fbw_put(bw, codes << sl | v, nc + (unsigned)sl);
+			} else {
+				if (fit)
+					fbw_put(bw, codes, nc);
+				tout_field_bits(bw, b->s, from, sl);
+			}
 			tout_tail(o, b, typed);
 		}
 	} else {
+		if (fit)
+			fbw_put(bw, codes, nc);
 		tout_fields(o, b, typed);
 	}
 	tout_done(o, b, lcp);
