@@ -653,9 +653,9 @@ static bool bin_restart(bin *b, uint64_t max_len)
 	return true;
 }
 
-/* The next record of b in any other case, through decode_byte, with its
- * LCP computed against a copy of the previous key; *live false at the
- * end. */
+/* The next record of b in any other case (its callers try
+ * bin_next_restart first), through decode_byte, with its LCP computed
+ * against a copy of the previous key; *live false at the end. */
 static __attribute__((noinline)) kvs_status
 bin_next_slow(fast *f, size_t i, bool *live)
 {
@@ -670,12 +670,6 @@ bin_next_slow(fast *f, size_t i, bool *live)
 		return KVS_OK;
 	}
 	uint32_t ib = b->in_block + 1 == b->K ? 0 : b->in_block + 1;
-	if (ib == 0 && bin_restart(b, b->max_len)) { /* the usual case */
-		b->in_block = 0;
-		b->left--;
-		bin_grant(b);
-		return KVS_OK;
-	}
 	merge *m = f->m;
 	kvs_cursor *c = m->cur[i];
 	const kvs_segment *s = c->seg;
@@ -867,6 +861,18 @@ static void fast_restart_index(fast *f, const bin *b)
 	w->fence_win[j] = win;
 }
 
+/* An output restart, with room for it: its place in the restart index
+ * and its fence, its whole key. */
+static SPECIALIZED void bout_restart(fast *f, const bin *b, bool typed)
+{
+	bout *o = &f->o;
+	fast_restart_index(f, b);
+	uint8_t *p = o->op;
+	p += kvs_varint_put(p, b->len);
+	o->op = bout_body(o, p, b, 0, true, typed);
+	o->until_restart = o->K - 1;
+}
+
 /* An output restart, a flush or a long record; a progress call at each
  * restart. */
 static __attribute__((noinline)) kvs_status
@@ -909,37 +915,26 @@ bout_put_slow(fast *f, const bin *b, const bool *live)
 		bout_usual(o, b, o->typed);
 		o->until_restart--;
 	} else {
-		fast_restart_index(f, b);
-		uint8_t *p = o->op;
-		p += kvs_varint_put(p, b->len);
-		o->op = bout_body(o, p, b, 0, true, o->typed);
-		o->until_restart = o->K - 1;
+		bout_restart(f, b, o->typed);
 	}
 	bout_grant(o, w);
 	return KVS_OK;
 }
 
-/* An output restart, when b's record is in line's bounds and the buffer
- * has room for it and no flush is due: its place in the restart index
- * and its fence, its whole key, and the next budget; false (nothing done)
- * otherwise. */
+/* The usual output restart in line (bout_restart and the next budget),
+ * when b's record is in line's bounds, the buffer has room for it and no
+ * flush is due; false (nothing done) otherwise. */
 static SPECIALIZED bool bout_try_restart(fast *f, const bin *b, bool typed)
 {
 	kvs_writer *w = f->m->w;
 	bout *o = &f->o;
-	uint64_t room = (uint64_t)(w->buf + w->buf_cap - o->op) / FAST_MAXREC;
 	if (o->until_restart != o->granted - o->budget ||
-	    b->len + b->vlen > FAST_REC || room == 0 ||
+	    b->len + b->vlen > FAST_REC ||
+	    (size_t)(w->buf + w->buf_cap - o->op) < FAST_MAXREC ||
 	    (size_t)(o->op - w->buf) >= FAST_CHUNK)
 		return false;
-	fast_restart_index(f, b);
-	uint8_t *p = o->op;
-	p += kvs_varint_put(p, b->len);
-	o->op = bout_body(o, p, b, 0, true, typed);
-	o->until_restart = o->K - 1;
-	room--;
-	o->granted = o->budget =
-	    o->until_restart < room ? o->until_restart : room;
+	bout_restart(f, b, typed);
+	bout_grant(o, w);
 	return true;
 }
 
@@ -1686,6 +1681,20 @@ static SPECIALIZED void tout_field_bits(fast_bw *o, const uint8_t *s,
 		fbw_put(o, bits57(s, x) >> (64 - n), (unsigned)n);
 }
 
+/* The nc bits of code (nc at most 56), then n bits of s from bit x:
+ * one put when they fit in one. */
+static SPECIALIZED void tout_code_bits(fast_bw *o, uint64_t code, unsigned nc,
+                                       const uint8_t *s, uint64_t x, uint64_t n)
+{
+	if (nc + n <= 56) {
+		uint64_t v = bits57(s, x) >> 1 >> (63 - n); /* n may be 0 */
+		fbw_put(o, code << n | v, nc + (unsigned)n);
+	} else {
+		fbw_put(o, code, nc);
+		tout_field_bits(o, s, x, n);
+	}
+}
+
 /* The kind bit, VALLEN and the value of a record (from the stream). */
 static SPECIALIZED void tout_tail(tout *o, const tin *b, bool typed)
 {
@@ -1697,17 +1706,8 @@ static SPECIALIZED void tout_tail(tout *o, const tin *b, bool typed)
 		o->tombstones++;
 	} else {
 		uint64_t x3 = seg_eg_code(seg_zigzag(vlen, o->fvlen), 0, &n3);
-		uint64_t code = (uint64_t)typed << n3 | x3, vb = 8 * vlen;
-		unsigned head = n3 + typed;
-		if (head + vb <=
-		    56) { /* a short value: one put with its code */
-			uint64_t v =
-			    bits57(b->s, tin_vpos(b)) >> 1 >> (63 - vb);
-			fbw_put(bw, code << vb | v, head + (unsigned)vb);
-		} else {
-			fbw_put(bw, code, head);
-			tout_field_bits(bw, b->s, tin_vpos(b), vb);
-		}
+		tout_code_bits(bw, (uint64_t)typed << n3 | x3, n3 + typed, b->s,
+		               tin_vpos(b), 8 * vlen);
 		o->fvlen = vlen;
 	}
 }
@@ -1744,13 +1744,14 @@ static SPECIALIZED void tout_usual(tout *o, const tin *b, bool typed)
 	n2 = 1; /* usually the key's length is unchanged: the code 1 */
 	if (len != o->prev_len)
 		x2 = seg_eg_code(seg_zigzag(len, o->prev_len), 0, &n2);
-	/* the two codes in one put, put where the rest allows (below) */
-	bool fit = n1 + n2 <= 56;
+	/* the two codes in one put, put with what follows where it fits
+	 * (below); in two, the second put so */
 	uint64_t codes = x1 << n2 | x2;
 	unsigned nc = n1 + n2;
-	if (!fit) {
+	if (nc > 56) {
 		fbw_put(bw, x1, n1);
-		fbw_put(bw, x2, n2);
+		codes = x2;
+		nc = n2;
 	}
 	/*
 	 * The usual record: the rest is a copy of the input's. The last
@@ -1762,30 +1763,18 @@ static SPECIALIZED void tout_usual(tout *o, const tin *b, bool typed)
 	if (b->inl && lcp >= b->flcp) {
 		uint64_t from = b->x + (lcp - b->flcp);
 		if (b->vref == o->fvlen || (typed && b->tomb)) {
-			if (fit)
-				fbw_put(bw, codes, nc);
+			fbw_put(bw, codes, nc);
 			tout_stream_bits(bw, b->s, from, b->pos - from);
 			if (typed && b->tomb)
 				o->tombstones++;
 			else
 				o->fvlen = vlen;
 		} else { /* the suffix, then the fields after it anew */
-			uint64_t sl = len - lcp;
-			if (fit &&
-			    nc + sl <= 56) { /* a short suffix: one put */
-				uint64_t v =
-				    bits57(b->s, from) >> 1 >> (63 - sl);
-				fbw_put(bw, codes << sl | v, nc + (unsigned)sl);
-			} else {
-				if (fit)
-					fbw_put(bw, codes, nc);
-				tout_field_bits(bw, b->s, from, sl);
-			}
+			tout_code_bits(bw, codes, nc, b->s, from, len - lcp);
 			tout_tail(o, b, typed);
 		}
 	} else {
-		if (fit)
-			fbw_put(bw, codes, nc);
+		fbw_put(bw, codes, nc);
 		tout_fields(o, b, typed);
 	}
 	tout_done(o, b, lcp);

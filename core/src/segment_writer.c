@@ -227,27 +227,40 @@ static void reserve_ahead(kvs_writer *w, size_t len)
 #endif
 }
 
-/* Writes len bytes where the stream's flushed bytes end: the stream's next
- * bytes, or (the last write) the sections after it. pwrite, so the file
- * needs no seek past its head at the open. */
+/* pwritev(2) of all of iov[0 .. n) at `at` (empty entries too), after
+ * short writes and interruptions; -1 with errno on failure. */
+static int pwrite_vec(int fd, struct iovec *iov, int n, uint64_t at)
+{
+	size_t done = 0; /* bytes of iov written by the last call */
+	for (;;) {
+		for (; n > 0 && done >= iov->iov_len; iov++, n--)
+			done -= iov->iov_len;
+		if (n <= 0)
+			return 0;
+		iov->iov_base = (uint8_t *)iov->iov_base + done;
+		iov->iov_len -= done;
+		ssize_t k = pwritev(fd, iov, n, (off_t)at);
+		done = k > 0 ? (size_t)k : 0;
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k == 0) /* no progress: not to loop forever */
+			errno = EIO;
+		if (k <= 0)
+			return -1;
+		at += (uint64_t)k;
+	}
+}
+
+/* Writes the stream's next len bytes where its flushed bytes end, with
+ * pwrite, so the file needs no seek past its head at the open. */
 static kvs_status write_all(kvs_writer *w, const void *data, size_t len,
                             kvs_error *err)
 {
-	const uint8_t *p = data;
-	uint64_t at = STREAM_START + w->flushed;
+	struct iovec v = {(void *)data, len};
 	reserve_ahead(w, len);
-	while (len > 0) {
-		ssize_t n = pwrite(w->fd, p, len, (off_t)at);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return io_fail(w, err, "write");
-		}
-		w->body_crc = kvs_crc32c(w->body_crc, p, (size_t)n);
-		p += n;
-		at += (uint64_t)n;
-		len -= (size_t)n;
-	}
+	w->body_crc = kvs_crc32c(w->body_crc, data, len);
+	if (pwrite_vec(w->fd, &v, 1, STREAM_START + w->flushed) < 0)
+		return io_fail(w, err, "write");
 	return KVS_OK;
 }
 
@@ -354,20 +367,28 @@ static uint64_t stream_offset(const kvs_writer *w)
 	return w->flushed * 8 + kvs_bw_bit_length(&w->bw);
 }
 
+/* The stream's bytes not yet written, and where their count is kept: the
+ * byte profile's buffer or the bit writer's. */
+static uint8_t *pending_stream(kvs_writer *w, size_t **len)
+{
+	bool byte = w->opt.profile == KVS_PROFILE_BYTE;
+	*len = byte ? &w->buf_len : &w->bw.len;
+	return byte ? w->buf : w->bw.buf;
+}
+
 /*
  * Writes the stream's pending whole bytes up to the file's last page
  * boundary among them, and the rest (less than a page) moves to the
- * buffer's start (the stream's last bytes go out with write_last). Every write
- * but the first then starts and ends on a page: ext4 took 11-26% longer
+ * buffer's start (the stream's last bytes go out with write_last). Every
+ * write but the first then starts and ends on a page: ext4 took 11-26% longer
  * over writes of 256 KiB that begin and end inside pages (files of 0.6 to
  * 9.4 MB; 37-39% with the space reserved ahead, as merges have it), which
  * the file's 256-byte head would otherwise make every one of them.
  */
 static kvs_status flush_stream(kvs_writer *w, kvs_error *err)
 {
-	bool byte = w->opt.profile == KVS_PROFILE_BYTE;
-	uint8_t *buf = byte ? w->buf : w->bw.buf;
-	size_t *len = byte ? &w->buf_len : &w->bw.len;
+	size_t *len;
+	uint8_t *buf = pending_stream(w, &len);
 	size_t n = *len;
 	uint64_t end = STREAM_START + w->flushed + n;
 	size_t over = (size_t)(end % WRITE_PAGE);
@@ -385,32 +406,6 @@ kvs_status seg_writer_flush(kvs_writer *w, kvs_error *err)
 {
 	/* whole bytes only: pending bits stay in the writer */
 	return flush_stream(w, err);
-}
-
-/* pwritev(2) of all of iov[0 .. n) at `at`, after short writes and
- * interruptions too; -1 with errno on failure. */
-static int pwrite_vec(int fd, struct iovec *iov, int n, uint64_t at)
-{
-	while (n > 0) {
-		ssize_t k = pwritev(fd, iov, n, (off_t)at);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			if (k == 0)
-				errno =
-				    EIO; /* no progress: not to loop forever */
-			return -1;
-		}
-		at += (uint64_t)k;
-		size_t done = (size_t)k;
-		for (; n > 0 && done >= iov->iov_len; iov++, n--)
-			done -= iov->iov_len;
-		if (n > 0) {
-			iov->iov_base = (uint8_t *)iov->iov_base + done;
-			iov->iov_len -= done;
-		}
-	}
-	return 0;
 }
 
 /*
@@ -706,9 +701,9 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 		stream_bits = stream_offset(w) * 8;
 	}
 	/* the stream's pending bytes, written with the sections (write_last) */
-	bool byte = w->opt.profile == KVS_PROFILE_BYTE;
-	const uint8_t *pend = byte ? w->buf : w->bw.buf;
-	size_t pend_len = byte ? w->buf_len : w->bw.len;
+	size_t *pend_lenp;
+	const uint8_t *pend = pending_stream(w, &pend_lenp);
+	size_t pend_len = *pend_lenp;
 
 	/* the sections after the stream, each at a multiple of 8, in one
 	 * buffer: the restart EF, the sort metadata (first and
