@@ -1388,7 +1388,7 @@ static SPECIALIZED bool tin_next_fast(tin *b, bool typed)
 	if (n1 == 0)
 		return false;
 	/* usually the key's length is unchanged: the code 1 */
-	if (!((w << n1) >> 63) &&
+	if (__builtin_expect(!((w << n1) >> 63), 0) &&
 	    (n2 = eg_window(w << n1, 57 - n1, 0, &d2)) == 0)
 		return false;
 	/* KEYLEN's previous value is the key's length */
@@ -1753,7 +1753,7 @@ static SPECIALIZED void tout_usual(tout *o, const tin *b, bool typed)
 	unsigned n1, n2;
 	uint64_t x1 = seg_eg_code(seg_zigzag(lcp, o->flcp), 2, &n1), x2 = 1;
 	n2 = 1; /* usually the key's length is unchanged: the code 1 */
-	if (len != o->prev_len)
+	if (__builtin_expect(len != o->prev_len, 0))
 		x2 = seg_eg_code(seg_zigzag(len, o->prev_len), 0, &n2);
 	/* the two codes in one put, put with what follows where it fits
 	 * (below); in two, the second put so */
