@@ -1310,6 +1310,31 @@ static inline uint64_t tin_vpos(const tin *b)
 }
 
 /*
+ * The delta-EG0 VALLEN codes of up to 8 bits (FORMAT.md §3.1), by the 8
+ * bits that begin with one: its length in the low byte (0 for a longer
+ * code), the difference it encodes plus VALLEN_BIAS above it.
+ */
+#define VALLEN_BIAS 128
+#define VC_N(b)                                                                \
+	((b) >= 128 ? 1 : (b) >= 64 ? 3 : (b) >= 32 ? 5 : (b) >= 16 ? 7 : 0)
+#define VC_Z(b) (((b) >> (8 - VC_N(b))) - 1) /* the zigzagged difference */
+#define VC_D(b) ((VC_Z(b) & 1) ? -((VC_Z(b) + 1) / 2) : VC_Z(b) / 2)
+#define VC_E(b)                                                                \
+	(VC_N(b) ? (uint32_t)(VC_D(b) + VALLEN_BIAS) << 8 | VC_N(b) : 0u)
+#define VC_4(b)  VC_E(b), VC_E((b) + 1), VC_E((b) + 2), VC_E((b) + 3)
+#define VC_16(b) VC_4(b), VC_4((b) + 4), VC_4((b) + 8), VC_4((b) + 12)
+#define VC_64(b) VC_16(b), VC_16((b) + 16), VC_16((b) + 32), VC_16((b) + 48)
+static const uint32_t vallen_codes[256] = {VC_64(0), VC_64(64), VC_64(128),
+                                           VC_64(192)};
+#undef VC_64
+#undef VC_16
+#undef VC_4
+#undef VC_E
+#undef VC_D
+#undef VC_Z
+#undef VC_N
+
+/*
  * The rest of a record decoded in line, from bit t on: the kind bit
  * (typed), VALLEN relative to vref, the value. False when the code does
  * not lie in one window or the record does not fit the loop (key and
@@ -1325,13 +1350,34 @@ static SPECIALIZED bool tin_tail(const tin *b, uint64_t t, uint64_t klen,
 	bool tb = typed && !(w3 >> 63);
 	unsigned n3 = 0;
 	w3 <<= typed;
-	if (!tb && (w3 >> 63)) { /* the length unchanged: the code 1 */
-		n3 = 1;
-		v = vref;
-	} else if (!tb) {
-		n3 = eg_window(w3, 57 - typed, 0, &d3);
-		v = seg_unzigzag(vref, d3);
-		if (n3 == 0 || v > BIT_REC)
+	if (__builtin_expect(vref > 6, 1)) {
+		if (!tb && (w3 >> 63)) { /* the length unchanged: the code 1 */
+			n3 = 1;
+			v = vref;
+		} else if (!tb) {
+			n3 = eg_window(w3, 57 - typed, 0, &d3);
+			v = seg_unzigzag(vref, d3);
+			if (n3 == 0 || v > BIT_REC)
+				return false;
+		}
+	} else {
+		/* after a short value: a VALLEN code of up to 8 bits from the
+		 * table, with no branch on the code or on a tombstone (with
+		 * short values of varying lengths these follow the data); a
+		 * longer one, not in a tombstone, decoded so */
+		uint64_t tm = 0 - (uint64_t)tb; /* all ones for a tombstone */
+		uint32_t e = vallen_codes[w3 >> 56];
+		n3 = e & 0xff;
+		v = vref + (e >> 8) - VALLEN_BIAS;
+		if (__builtin_expect(n3 == 0, 0) && !tb) {
+			n3 = eg_window(w3, 57 - typed, 0, &d3);
+			v = seg_unzigzag(vref, d3);
+			if (n3 == 0)
+				return false;
+		}
+		n3 &= (unsigned)~tm;
+		v &= ~tm;
+		if (v > BIT_REC)
 			return false;
 	}
 	uint64_t vpos = t + typed + n3; /* 8 * v <= 8 * BIT_REC */
