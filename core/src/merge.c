@@ -1192,6 +1192,9 @@ static kvs_status merge_two_bytes_fast(merge *m)
 #define BIT_MAXREC ((size_t)1024) /* output bytes of one record in line */
 #define BIT_REC (BIT_MAXREC - 128) /* key + value bytes in line */
 #define BIT_SPARE 128 /* stream bits past a value the loop may load */
+/* A short value's bytes at most: the kind bit, a VALLEN code between two
+ * such lengths and the value fit one put (see tout_short, tin_tail). */
+#define BIT_SHORT 6
 
 typedef struct tin { /* one input */
 	const uint8_t *s;   /* the record stream */
@@ -1350,7 +1353,7 @@ static SPECIALIZED bool tin_tail(const tin *b, uint64_t t, uint64_t klen,
 	bool tb = typed && !(w3 >> 63);
 	unsigned n3 = 0;
 	w3 <<= typed;
-	if (__builtin_expect(vref > 6, 1)) {
+	if (__builtin_expect(vref > BIT_SHORT, 1)) {
 		if (!tb && (w3 >> 63)) { /* the length unchanged: the code 1 */
 			n3 = 1;
 			v = vref;
@@ -1770,8 +1773,8 @@ static SPECIALIZED void tout_tail(tout *o, const tin *b, bool typed)
 }
 
 /*
- * A usual record (see tout_usual) with a short suffix and a value of at
- * most 6 bytes: the codes and the suffix in one put, then the kind bit,
+ * A usual record (see tout_usual) with a short suffix and a short value
+ * (BIT_SHORT): the codes and the suffix in one put, then the kind bit,
  * VALLEN and the value anew in another, with no branch on whether the
  * input's would do or on a tombstone: with short values of varying
  * lengths these follow the data, and the branches mispredicted.
@@ -1854,7 +1857,7 @@ static SPECIALIZED void tout_usual(tout *o, const tin *b, bool typed)
 	 */
 	if (b->inl && lcp >= b->flcp) {
 		uint64_t from = b->x + (lcp - b->flcp), slen = len - lcp;
-		if (vlen <= 6 && nc + slen <= 56) {
+		if (vlen <= BIT_SHORT && nc + slen <= 56) {
 			tout_short(o, b, typed, codes, nc, from, slen);
 		} else if (b->vref == o->fvlen || (typed && b->tomb)) {
 			fbw_put(bw, codes, nc);
