@@ -1669,24 +1669,31 @@ static SPECIALIZED void tout_key_bits(fast_bw *o, const uint8_t *key,
 }
 
 /*
- * Appends n bits of s from bit x (BIT_SPARE bits readable after them).
- * The output's bytes from p on are the stream's bits from x - bits (the
- * pending bits first), so the output is stored in 56-bit chunks, chunk i
+ * Appends the nc bits of code (nc + 7 at most 63), then n bits of s from
+ * bit x (BIT_SPARE bits readable after them). The code joins the pending
+ * bits, and the output's bytes from p on are the stream's bits from x
+ * less the pending ones (these first), so the output is stored in 56-bit
+ * chunks, chunk i
  * the 8 bytes at q + 7i shifted by d: one load, one shift and one store
  * each, and no chunk waits for another (each store's last byte is
  * overwritten by the next).
  */
-static SPECIALIZED void tout_stream_bits(fast_bw *o, const uint8_t *s,
-                                         uint64_t x, uint64_t n)
+static SPECIALIZED void tout_code_stream(fast_bw *o, uint64_t code, unsigned nc,
+                                         const uint8_t *s, uint64_t x,
+                                         uint64_t n)
 {
-	unsigned ob = o->bits;
-	if (__builtin_expect(x < 8, 0)) { /* x - ob may precede the stream */
+	unsigned ob = o->bits + nc;        /* at most 63 */
+	if (__builtin_expect(x < 64, 0)) { /* x - ob may precede the stream */
+		if (nc)
+			fbw_put(o, code, nc);
 		for (; n >= 56; n -= 56, x += 56)
 			fbw_put(o, bits64(s, x) >> 8, 56);
 		if (n)
 			fbw_put(o, bits64(s, x) >> (64 - n), (unsigned)n);
 		return;
 	}
+	/* the code joins the pending bits (nc = 0: code << 64 is not C) */
+	uint64_t acc = o->acc | (nc ? code << (64 - ob) : 0);
 	uint64_t y = x - ob, total = ob + n;
 	const uint8_t *q = s + y / 8;
 	unsigned d = (unsigned)(y & 7);
@@ -1695,7 +1702,7 @@ static SPECIALIZED void tout_stream_bits(fast_bw *o, const uint8_t *s,
 	/* a long value: the first word, then 32-byte blocks (out of line),
 	 * then chunks */
 	if (__builtin_expect(total >= 64 + 256 + 64, 0)) {
-		uint64_t first = (o->acc & keep) | (kvs_load_be64(q) << d & ~keep);
+		uint64_t first = (acc & keep) | (kvs_load_be64(q) << d & ~keep);
 		kvs_store_be64(p, first | (kvs_load_be64(q + 8) >> 1) >> (63 - d));
 		p += 8;
 		q += 8;
@@ -1714,7 +1721,7 @@ static SPECIALIZED void tout_stream_bits(fast_bw *o, const uint8_t *s,
 	 * most 64 bits past the total) */
 	uint64_t nb = total / 8;
 	unsigned rest = (unsigned)total & 7;
-	uint64_t c = (o->acc & keep) | (kvs_load_be64(q) << d & ~keep);
+	uint64_t c = (acc & keep) | (kvs_load_be64(q) << d & ~keep);
 	kvs_store_be64(p, c);
 	if (__builtin_expect(total - 48 < 120, 1)) {
 		/* up to 21 bytes: chunks 1 and 2 without a loop, whose exit
@@ -1730,6 +1737,13 @@ static SPECIALIZED void tout_stream_bits(fast_bw *o, const uint8_t *s,
 	o->p = p + nb;
 	o->acc = last & ~(~(uint64_t)0 >> rest);
 	o->bits = rest;
+}
+
+/* tout_code_stream without a code. */
+static SPECIALIZED void tout_stream_bits(fast_bw *o, const uint8_t *s,
+                                         uint64_t x, uint64_t n)
+{
+	tout_code_stream(o, 0, 0, s, x, n);
 }
 
 /* tout_stream_bits for a field's bits, often few: up to 56 of them in
@@ -1857,8 +1871,8 @@ static SPECIALIZED void tout_usual(tout *o, const tin *b, bool typed)
 		if (vlen <= BIT_SHORT && nc + slen <= 56) {
 			tout_short(o, b, typed, codes, nc, from, slen);
 		} else if (b->vref == o->fvlen || (typed && b->tomb)) {
-			fbw_put(bw, codes, nc);
-			tout_stream_bits(bw, b->s, from, b->pos - from);
+			tout_code_stream(bw, codes, nc, b->s, from,
+			                 b->pos - from);
 			if (typed && b->tomb)
 				o->tombstones++;
 			else
