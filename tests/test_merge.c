@@ -2426,6 +2426,232 @@ static void test_corrupt_value_headers(void **state)
 	g_mode = "";
 }
 
+/* Bit i of a record stream (FORMAT.md §3: the first bit is the top one). */
+static unsigned stream_bit(const uint8_t *s, uint64_t i)
+{
+	return s[i / 8] >> (7 - i % 8) & 1;
+}
+
+/* The EGk code at *pos (FORMAT.md §3.1), *pos moved past it: its value;
+ * *n its length. */
+static uint64_t walk_eg(const uint8_t *s, uint64_t *pos, unsigned k,
+                        unsigned *n)
+{
+	unsigned z = 0;
+	while (!stream_bit(s, *pos + z))
+		z++;
+	uint64_t v = 0;
+	for (unsigned i = 0; i < z + k + 1; i++)
+		v = v << 1 | stream_bit(s, *pos + z + i);
+	*n = 2 * z + k + 1;
+	*pos += *n;
+	return v - ((uint64_t)1 << k);
+}
+
+/* Writes value v as the n-bit EGk code at pos; false when its code is not
+ * n bits long. */
+static bool put_eg(uint8_t *s, uint64_t pos, unsigned k, uint64_t v, unsigned n)
+{
+	uint64_t c = v + ((uint64_t)1 << k);
+	unsigned width = 64 - (unsigned)__builtin_clzll(c);
+	if (2 * width - k - 1 != n)
+		return false;
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t m = (uint8_t)(1u << (7 - (pos + i) % 8));
+		if (c >> (n - 1 - i) & 1)
+			s[(pos + i) / 8] |= m;
+		else
+			s[(pos + i) / 8] &= (uint8_t)~m;
+	}
+	return true;
+}
+
+static uint64_t walk_zigzag(int64_t d)
+{
+	return d >= 0 ? 2 * (uint64_t)d : 2 * (uint64_t) - (d + 1) + 1;
+}
+
+static int64_t walk_unzigzag(uint64_t z)
+{
+	return z & 1 ? -(int64_t)(z / 2) - 1 : (int64_t)(z / 2);
+}
+
+/* Where a bit-profile record's LCP and KEYLEN codes lie and what they
+ * hold, from a walk of the stream with the default codes (FORMAT.md
+ * §3.1, §6.2). */
+typedef struct bit_rec {
+	uint64_t lcp_at, len_at, lcp, len, prev_lcp, prev_len;
+	unsigned lcp_n, len_n;
+} bit_rec;
+
+/* Walks records bit-profile records of restart interval K from bit 0 of
+ * s: each record's codes in at[] (records of them); the bit where the walk
+ * ended. */
+static uint64_t walk_bit_stream(const uint8_t *s, uint64_t records, uint32_t K,
+                                bool typed, bit_rec *at)
+{
+	uint64_t pos = 0, plcp = 0, pkey = 0, pval = 0;
+	for (uint64_t i = 0; i < records; i++) {
+		bit_rec *r = &at[i];
+		uint64_t lcp = 0;
+		if (i % K == 0) {
+			plcp = pkey = pval = 0;
+			r->lcp_n = 0;
+		} else {
+			r->lcp_at = pos;
+			lcp = plcp + (uint64_t)walk_unzigzag(
+			                 walk_eg(s, &pos, 2, &r->lcp_n));
+		}
+		r->len_at = pos;
+		uint64_t len = pkey + (uint64_t)walk_unzigzag(
+		                          walk_eg(s, &pos, 0, &r->len_n));
+		r->lcp = lcp;
+		r->len = len;
+		r->prev_lcp = plcp;
+		r->prev_len = pkey;
+		plcp = lcp;
+		pkey = len;
+		pos += len - lcp;
+		if (!typed || stream_bit(s, pos++)) {
+			unsigned n;
+			pval +=
+			    (uint64_t)walk_unzigzag(walk_eg(s, &pos, 0, &n));
+			pos += 8 * pval;
+		}
+	}
+	return pos;
+}
+
+/*
+ * A bit-profile record whose LCP field claims one bit more than the key
+ * before it has, with its KEYLEN one more too, so that its suffix and
+ * every record after it still decode: the reader refuses it (the LCP
+ * field's bound is the previous key's length), and so must the merge
+ * loops, which decode such records in line (merge.c, tin_next_fast),
+ * with two and three inputs, either age, both framings. The input's keys
+ * each extend the one before (LCP = its length) within a restart block;
+ * a longer key at its end keeps the changed keys below its longest.
+ */
+static void test_corrupt_lcp_past_key(void **state)
+{
+	(void)state;
+	char in_dir[PATH_MAX], out_dir[PATH_MAX];
+	corrupt_dirs("corrupt_lcp_past_key", in_dir, out_dir);
+	enum { BLOCKS = 20, K = 16, CHANGED = 5 * K + 8 };
+	uint8_t val[48];
+	memset(val, 0x5a, sizeof val);
+	size_t merges = 0;
+	for (unsigned m = IT; m <= IR; m++) {
+		bool typed = MODES[m].framing == KVS_FRAMING_TYPED;
+		g_mode = MODES[m].name;
+		kvs_writer_options o = make_opts(m, K, 1);
+		char p[3][PATH_MAX];
+		for (int i = 0; i < 3; i++) {
+			char name[32];
+			snprintf(name, sizeof name, "in-%d.kvseg", i);
+			path_join(p[i], in_dir, name);
+			o.sequence = (uint64_t)i + 1;
+			kvs_writer *w = NULL;
+			kvs_error err = {0};
+			EXPECT_ST(kvs_writer_open(&w, p[i], &o, &err), KVS_OK,
+			          "open: %s", err.message);
+			uint8_t key[40];
+			for (int b = 0; b < BLOCKS; b++) {
+				key[0] = 0x63;
+				key[1] = (uint8_t)b;
+				/* input 1: K keys, each one byte longer (whose
+				 * first bit is 1, as a larger key's at the
+				 * LCP); the others: one key before them */
+				size_t n = i == 1 ? K : 1;
+				for (size_t j = 0; j < n; j++) {
+					key[2 + j] = i == 1
+					                 ? (uint8_t)(0x81 + j)
+					             : i == 0 ? 0x40
+					                      : 0x3f;
+					EXPECT_ST(
+					    kvs_writer_add_bytes(
+					        w, key, 3 + j, KVS_KIND_VALUE,
+					        val, sizeof val, &err),
+					    KVS_OK, "add: %s", err.message);
+				}
+			}
+			memset(key, 0x7a, sizeof key);
+			EXPECT_ST(kvs_writer_add_bytes(w, key, sizeof key,
+			                               KVS_KIND_VALUE, val,
+			                               sizeof val, &err),
+			          KVS_OK, "add: %s", err.message);
+			EXPECT_ST(kvs_writer_finish(w, &err), KVS_OK,
+			          "finish: %s", err.message);
+			kvs_writer_free(w);
+		}
+		/* input 1's record CHANGED: LCP and KEYLEN one more */
+		size_t len;
+		uint8_t *f = slurp(p[1], &len);
+		kvs_segment *s = open_verified(p[1]);
+		kvs_segment_info info;
+		kvs_segment_info_get(s, &info);
+		kvs_segment_unref(s);
+		uint32_t nsec = (uint32_t)f[52] | (uint32_t)f[53] << 8;
+		uint8_t *stream = f + 128 + 32 * (size_t)nsec;
+		bit_rec *at = calloc(info.records, sizeof *at);
+		assert_non_null(at);
+		uint64_t end =
+		    walk_bit_stream(stream, info.records, K, typed, at);
+		CHECK(end == info.stream_bits,
+		      "%s: the walk ended at bit %llu, the stream at %llu",
+		      g_mode, ULL(end), ULL(info.stream_bits));
+		const bit_rec *r = &at[CHANGED];
+		CHECK(r->lcp_n && r->lcp == r->prev_len,
+		      "%s: record %d: LCP %llu after a key of %llu bits",
+		      g_mode, CHANGED, ULL(r->lcp), ULL(r->prev_len));
+		CHECK(
+		    put_eg(stream, r->lcp_at, 2,
+		           walk_zigzag((int64_t)(r->lcp + 1 - r->prev_lcp)),
+		           r->lcp_n) &&
+		        put_eg(stream, r->len_at, 0,
+		               walk_zigzag((int64_t)(r->len + 1 - r->prev_len)),
+		               r->len_n),
+		    "%s: the changed codes are not as long", g_mode);
+		free(at);
+		assert_true(fuzz_fix_crcs(f, len));
+		spit(p[1], f, len);
+		free(f);
+		kvs_segment *segs[3];
+		kvs_error err = {0};
+		for (int i = 0; i < 3; i++)
+			EXPECT_ST(kvs_segment_open(&segs[i], p[i], &err),
+			          KVS_OK, "open: %s", err.message);
+		CHECK(kvs_segment_verify(segs[1], &err) != KVS_OK,
+		      "%s: the changed input verifies", g_mode);
+		kvs_merge_options mo;
+		memset(&mo, 0, sizeof mo);
+		mo.output = make_opts(m, K, 9);
+		kvs_segment *two[2][2] = {{segs[0], segs[1]},
+		                          {segs[1], segs[0]}};
+		kvs_segment *three[2][3] = {{segs[0], segs[1], segs[2]},
+		                            {segs[1], segs[2], segs[0]}};
+		for (int age = 0; age < 2; age++) {
+			set_case("%s, two inputs, the bad one %s", g_mode,
+			         age ? "older" : "newer");
+			expect_merge_fails(two[age], 2, out_dir, &mo,
+			                   KVS_E_CORRUPT, g_case);
+			set_case("%s, three inputs, the bad one %s", g_mode,
+			         age ? "oldest" : "in the middle");
+			expect_merge_fails(three[age], 3, out_dir, &mo,
+			                   KVS_E_CORRUPT, g_case);
+			merges += 2;
+		}
+		for (int i = 0; i < 3; i++) {
+			kvs_segment_unref(segs[i]);
+			assert_int_equal(unlink(p[i]), 0);
+		}
+	}
+	printf("[          ] an LCP past the key before: %zu merges, all "
+	       "failed\n",
+	       merges);
+	g_mode = "";
+}
+
 /* ---- tests: no space ----------------------------------------------------- */
 
 typedef struct tmpfs_merge { /* what a child merges onto a small tmpfs */
@@ -2706,6 +2932,7 @@ int main(int argc, char **argv)
 	    TEST(test_strong_delete_order),
 	    TEST(test_strong_delete_tail),
 	    TEST(test_corrupt_value_headers),
+	    TEST(test_corrupt_lcp_past_key),
 	    TEST(test_enospc),
 	    TEST(test_enospc_hint),
 	};
