@@ -1432,18 +1432,25 @@ static SPECIALIZED bool tin_next_fast(tin *b, bool typed)
 	if (b->budget == 0 || pos >= b->safe)
 		return false;
 	const uint8_t *s = b->s;
-	uint64_t w = bits57(s, pos), d1, d2 = 0;
+	uint64_t w = bits57(s, pos), d1, d2;
 	unsigned n1 = eg_window(w, 57, 2, &d1), n2 = 1;
 	if (n1 == 0)
 		return false;
-	/* usually the key's length is unchanged: the code 1 */
-	if (__builtin_expect(!((w << n1) >> 63), 0) &&
-	    (n2 = eg_window(w << n1, 57 - n1, 0, &d2)) == 0)
-		return false;
-	/* KEYLEN's previous value is the key's length */
-	uint64_t lcp = seg_unzigzag(b->flcp, d1), klen = seg_unzigzag(len, d2);
+	uint64_t lcp = seg_unzigzag(b->flcp, d1), klen = len;
+	bool ends = false; /* the previous key ends at lcp */
+	/* usually the key's length is unchanged: the code 1 (then the test
+	 * below covers lcp <= len, and lcp < len) */
+	if (__builtin_expect(!((w << n1) >> 63), 0)) {
+		if ((n2 = eg_window(w << n1, 57 - n1, 0, &d2)) == 0)
+			return false;
+		/* KEYLEN's previous value is the key's length */
+		klen = seg_unzigzag(len, d2);
+		if (lcp > len || klen > b->max_len)
+			return false;
+		ends = lcp == len;
+	}
 	/* klen > lcp: the new key has a bit at lcp */
-	if (lcp > len || klen <= lcp || klen > b->max_len)
+	if (klen <= lcp)
 		return false;
 	uint64_t x = pos + n1 + n2; /* the suffix's first bit */
 	uint64_t j = lcp / 64;
@@ -1453,8 +1460,8 @@ static SPECIALIZED bool tin_next_fast(tin *b, bool typed)
 	uint64_t old = kvs_load_be64(k), first = bits57(s, x);
 	if (__builtin_expect(off < 7, 0))
 		first = bits64(s, x);
-	/* the previous key's bit at lcp (read, not used, when lcp == len) */
-	bool follows = (first >> 63) & ((lcp == len) | !((old << off) >> 63));
+	/* the previous key's bit at lcp (read, not used, when it ends) */
+	bool follows = (first >> 63) & (ends | !((old << off) >> 63));
 	if (!follows)
 		return false;
 	bool tomb;
