@@ -1704,12 +1704,13 @@ static SPECIALIZED void tout_code_stream(fast_bw *o, uint64_t code, unsigned nc,
 	uint64_t y = x - ob, total = ob + n;
 	const uint8_t *q = s + y / 8;
 	unsigned d = (unsigned)(y & 7);
-	uint64_t keep = ~(~(uint64_t)0 >> ob); /* the pending bits */
+	/* the bits after the pending ones, which are 0 in acc */
+	uint64_t after = ~(uint64_t)0 >> ob;
 	uint8_t *p = o->p;
 	/* a long value: the first word, then 32-byte blocks (out of line),
 	 * then chunks */
 	if (__builtin_expect(total >= 64 + 256 + 64, 0)) {
-		uint64_t first = (acc & keep) | (kvs_load_be64(q) << d & ~keep);
+		uint64_t first = acc | (kvs_load_be64(q) << d & after);
 		kvs_store_be64(p, first | (kvs_load_be64(q + 8) >> 1) >> (63 - d));
 		p += 8;
 		q += 8;
@@ -1721,14 +1722,15 @@ static SPECIALIZED void tout_code_stream(fast_bw *o, uint64_t code, unsigned nc,
 		p += 32 * blocks;
 		q += 32 * blocks;
 		total -= 256 * (uint64_t)blocks;
-		keep = 0; /* nothing pending */
+		acc = 0; /* nothing pending */
+		after = ~(uint64_t)0;
 	}
 	/* chunks until the total's whole bytes are stored; the bits of its
 	 * last byte, if any, stay pending: output byte nb (its load ends at
 	 * most 64 bits past the total) */
 	uint64_t nb = total / 8;
 	unsigned rest = (unsigned)total & 7;
-	uint64_t c = (acc & keep) | (kvs_load_be64(q) << d & ~keep);
+	uint64_t c = acc | (kvs_load_be64(q) << d & after);
 	kvs_store_be64(p, c);
 	if (__builtin_expect(total - 48 < 120, 1)) {
 		/* up to 21 bytes: chunks 1 and 2 without a loop, whose exit

@@ -185,10 +185,11 @@ add_byte_record(kvs_writer *w, const uint8_t *key,
 /*
  * The bit profile's writer for one record, kept in registers: whole bytes
  * go to p, the pending bits (fewer than 8 between puts) wait left-aligned
- * in acc. Every put stores the 8 bytes at p, whatever it completes, so the
- * record's room is reserved first (the bytes past the pending ones are
- * overwritten by the next store or the flush); no put checks for room.
- * Between records the state is the kvs_bitwriter's own.
+ * in acc, whose other bits are 0 (as kvs_bitwriter's). Every put stores the 8
+ * bytes at p, whatever it completes, so the record's room is reserved first
+ * (the bytes past the pending ones are overwritten by the next store or the
+ * flush); no put checks for room. Between records the state is the
+ * kvs_bitwriter's own.
  */
 typedef struct fast_bw {
 	uint8_t *p;
