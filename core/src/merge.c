@@ -1464,14 +1464,15 @@ static SPECIALIZED bool tin_next_fast(tin *b, bool typed)
 	bool follows = (first >> 63) & (ends | !((old << off) >> 63));
 	if (!follows)
 		return false;
+	/* the suffix into the key, in whole words: the first (made before
+	 * the tail, which then keeps one value live, not two) */
+	uint64_t keep = ~(~(uint64_t)0 >> off);
+	uint64_t word = (old & keep) | (first >> off);
 	bool tomb;
 	uint64_t vlen, end;
 	if (!tin_tail(b, x + (klen - lcp), klen, b->fvlen, typed, true, &tomb,
 	              &vlen, &end))
 		return false;
-	/* the suffix into the key, in whole words */
-	uint64_t keep = ~(~(uint64_t)0 >> off);
-	uint64_t word = (old & keep) | (first >> off);
 	uint64_t last = (klen - 1) / 64;
 	if (j < last) { /* usually one word more: no loop for it */
 		uint64_t y = x + 64 - off;
