@@ -213,6 +213,7 @@ typedef enum key_shape {
 	KEYS_HASH,       /* 16 random bytes */
 	KEYS_BYTELENS,   /* lengths 1..24 bytes, with prefix chains */
 	KEYS_RANDBITS,   /* random bit lengths 1..130, with prefix chains */
+	KEYS_LONG,       /* random bytes, 512..8191 of them */
 } key_shape;
 
 typedef enum val_shape {
@@ -264,7 +265,7 @@ static void uni_generate(universe *u, const merge_case *mc, test_rng *r)
 {
 	memset(u, 0, sizeof *u);
 	size_t P = mc->prefix;
-	uint8_t *buf = calloc(P + 64, 1);
+	uint8_t *buf = calloc(P + 8192, 1);
 	assert_non_null(buf);
 	rand_bytes(r, buf, P);
 	uint8_t *sfx = buf + P;
@@ -318,6 +319,13 @@ static void uni_generate(universe *u, const merge_case *mc, test_rng *r)
 		}
 		break;
 	}
+	case KEYS_LONG:
+		for (size_t i = 0; i < mc->n; i++) {
+			size_t len = 512 + test_rng_below(r, 8192 - 512);
+			rand_bytes(r, sfx, len);
+			uni_push(u, buf, 8 * (P + len));
+		}
+		break;
 	}
 	if (mc->empty_key)
 		uni_push(u, buf, 0);
@@ -1111,6 +1119,39 @@ static void test_shapes(void **state)
 			uint32_t K = Ks[(c + out) % 3];
 			run_case(base, mc, im, 15, out, K, raw_out, &r, NULL);
 		}
+	}
+	g_mode = "";
+}
+
+/*
+ * Records above the two-input loops' in-line bounds (key and value within
+ * BIT_REC = 896 bytes in the bit loop, FAST_REC = 4032 in the byte loop):
+ * keys of 512..8191 random bytes, values of 0..512, in every mode, with
+ * restart intervals of 4096 so that few records pass through an output
+ * restart. The loops reserve room for a chunk of records by those bounds:
+ * a record taken in line past them would overrun the output buffer
+ * (AddressSanitizer, in the test command).
+ */
+static void test_long_records(void **state)
+{
+	(void)state;
+	test_rng r = test_rng_for(g_seed, 13);
+	char base[PATH_MAX];
+	make_case_dirs(base, "long_records");
+	for (unsigned m = 0; m < NMODES; m++) {
+		bool raw = MODES[m].framing == KVS_FRAMING_RAW;
+		merge_case mc = {"keys of 512..8191 bytes, values of 0..512",
+		                 KEYS_LONG,
+		                 VALS_FV,
+		                 0,
+		                 400,
+		                 false,
+		                 2,
+		                 60,
+		                 raw ? 0 : 15,
+		                 0};
+		unsigned im[2] = {m, m};
+		run_case(base, &mc, im, 4096, m, 4096, false, &r, NULL);
 	}
 	g_mode = "";
 }
@@ -2922,6 +2963,7 @@ int main(int argc, char **argv)
 	    TEST(test_output_codes),
 	    TEST(test_same_segment),
 	    TEST(test_longest_keys),
+	    TEST(test_long_records),
 	    TEST(test_random),
 	    TEST(test_two_byte_inputs),
 	    TEST(test_two_bit_inputs),
