@@ -1213,6 +1213,8 @@ typedef struct tin { /* one input */
 	bool inl;
 	uint64_t x, vref;
 	uint64_t budget, granted, left, max_len;
+	uint64_t vmax; /* a value of up to vmax bytes and any key of the
+	                * input's bounds lie within BIT_REC bytes */
 	uint64_t safe; /* below it, a record with key and value within
 	                * BIT_REC bytes lies in the stream, with BIT_SPARE
 	                * bits after it (see tin_next_fast), or 0 */
@@ -1301,6 +1303,7 @@ static void tin_load(tin *b, const kvs_cursor *c)
 	b->in_block = c->in_block;
 	b->K = s->restart_interval;
 	b->max_len = s->max_key_bits;
+	b->vmax = b->max_len / 8 < BIT_REC ? BIT_REC - b->max_len / 8 : 0;
 	uint64_t room = b->max_len + 4 * BIT_SPARE + 8 * BIT_REC;
 	b->safe = b->end > room ? b->end - room : 0;
 	tin_grant(b);
@@ -1360,7 +1363,7 @@ static SPECIALIZED bool tin_tail(const tin *b, uint64_t t, uint64_t klen,
 		} else if (!tb) {
 			n3 = eg_window(w3, 57 - typed, 0, &d3);
 			v = seg_unzigzag(vref, d3);
-			if (n3 == 0 || v > BIT_REC)
+			if (n3 == 0)
 				return false;
 		}
 	} else {
@@ -1380,12 +1383,14 @@ static SPECIALIZED bool tin_tail(const tin *b, uint64_t t, uint64_t klen,
 		}
 		n3 &= (unsigned)~tm;
 		v &= ~tm;
-		if (v > BIT_REC)
-			return false;
 	}
+	/* key and value within BIT_REC bytes: usually known from the
+	 * input's longest key */
+	if (__builtin_expect(v > b->vmax, 0) &&
+	    (v > BIT_REC || klen / 8 + v > BIT_REC))
+		return false;
 	uint64_t vpos = t + typed + n3; /* 8 * v <= 8 * BIT_REC */
-	if ((!bounded && b->end - vpos < 8 * v + BIT_SPARE) ||
-	    klen / 8 + v > BIT_REC)
+	if (!bounded && b->end - vpos < 8 * v + BIT_SPARE)
 		return false;
 	*tomb = tb;
 	*vlen = v;
