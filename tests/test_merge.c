@@ -1140,16 +1140,14 @@ static void test_long_records(void **state)
 	make_case_dirs(base, "long_records");
 	for (unsigned m = 0; m < NMODES; m++) {
 		bool raw = MODES[m].framing == KVS_FRAMING_RAW;
-		merge_case mc = {"keys of 512..8191 bytes, values of 0..512",
-		                 KEYS_LONG,
-		                 VALS_FV,
-		                 0,
-		                 400,
-		                 false,
-		                 2,
-		                 60,
-		                 raw ? 0 : 15,
-		                 0};
+		merge_case mc = {.name = "keys of 512..8191 bytes, values of "
+		                         "0..512",
+		                 .keys = KEYS_LONG,
+		                 .vals = VALS_FV,
+		                 .n = 400,
+		                 .inputs = 2,
+		                 .density = 60,
+		                 .tombs = raw ? 0 : 15};
 		unsigned im[2] = {m, m};
 		run_case(base, &mc, im, 4096, m, 4096, false, &r, NULL);
 	}
