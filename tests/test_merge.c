@@ -2465,23 +2465,17 @@ static void test_corrupt_value_headers(void **state)
 	g_mode = "";
 }
 
-/* Bit i of a record stream (FORMAT.md §3: the first bit is the top one). */
-static unsigned stream_bit(const uint8_t *s, uint64_t i)
-{
-	return s[i / 8] >> (7 - i % 8) & 1;
-}
-
 /* The EGk code at *pos (FORMAT.md §3.1), *pos moved past it: its value;
  * *n its length. */
 static uint64_t walk_eg(const uint8_t *s, uint64_t *pos, unsigned k,
                         unsigned *n)
 {
 	unsigned z = 0;
-	while (!stream_bit(s, *pos + z))
+	while (!test_msb_bit_at(s, *pos + z))
 		z++;
 	uint64_t v = 0;
 	for (unsigned i = 0; i < z + k + 1; i++)
-		v = v << 1 | stream_bit(s, *pos + z + i);
+		v = v << 1 | (uint64_t)test_msb_bit_at(s, *pos + z + i);
 	*n = 2 * z + k + 1;
 	*pos += *n;
 	return v - ((uint64_t)1 << k);
@@ -2495,13 +2489,8 @@ static bool put_eg(uint8_t *s, uint64_t pos, unsigned k, uint64_t v, unsigned n)
 	unsigned width = 64 - (unsigned)__builtin_clzll(c);
 	if (2 * width - k - 1 != n)
 		return false;
-	for (unsigned i = 0; i < n; i++) {
-		uint8_t m = (uint8_t)(1u << (7 - (pos + i) % 8));
-		if (c >> (n - 1 - i) & 1)
-			s[(pos + i) / 8] |= m;
-		else
-			s[(pos + i) / 8] &= (uint8_t)~m;
-	}
+	for (unsigned i = 0; i < n; i++)
+		test_msb_bit_set(s, pos + i, (int)(c >> (n - 1 - i) & 1));
 	return true;
 }
 
@@ -2523,9 +2512,8 @@ typedef struct bit_rec {
 	unsigned lcp_n, len_n;
 } bit_rec;
 
-/* Walks records bit-profile records of restart interval K from bit 0 of
- * s: each record's codes in at[] (records of them); the bit where the walk
- * ended. */
+/* Walks `records` bit-profile records of restart interval K from bit 0
+ * of s: each record's codes in at[]; the bit where the walk ended. */
 static uint64_t walk_bit_stream(const uint8_t *s, uint64_t records, uint32_t K,
                                 bool typed, bit_rec *at)
 {
@@ -2551,7 +2539,7 @@ static uint64_t walk_bit_stream(const uint8_t *s, uint64_t records, uint32_t K,
 		plcp = lcp;
 		pkey = len;
 		pos += len - lcp;
-		if (!typed || stream_bit(s, pos++)) {
+		if (!typed || test_msb_bit_at(s, pos++)) {
 			unsigned n;
 			pval +=
 			    (uint64_t)walk_unzigzag(walk_eg(s, &pos, 0, &n));

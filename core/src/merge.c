@@ -1754,8 +1754,8 @@ static SPECIALIZED void tout_code_stream(fast_bw *o, uint64_t code, unsigned nc,
 	o->bits = rest;
 }
 
-/* The nc bits of code (nc at most 56), then n bits of s from bit x:
- * one put when they fit in one. */
+/* The nc bits of code (1 to 56), then n bits of s from bit x: one put
+ * when they fit in one, the stream copy for more than 56 bits of s. */
 static SPECIALIZED void tout_code_bits(fast_bw *o, uint64_t code, unsigned nc,
                                        const uint8_t *s, uint64_t x, uint64_t n)
 {
