@@ -130,9 +130,10 @@ typedef struct kvs_writer_options {
 	unsigned flags;                       /* KVS_WRITER_* */
 	/*
 	 * Optional: the file's expected size in bytes, 0 if unknown. Up to
-	 * it, the writer reserves the file's space ahead of its writes where
-	 * the filesystem can (fallocate(2), FALLOC_FL_KEEP_SIZE; at most
-	 * 16 MiB ahead), which makes writing a large file faster; finish
+	 * it less 1/64 of it (at least 64 KiB), the writer reserves the
+	 * file's space ahead of its writes where the filesystem can
+	 * (fallocate(2), FALLOC_FL_KEEP_SIZE; at most 16 MiB ahead), which
+	 * makes writing a large file faster; finish
 	 * releases what the file did not use. A hint the filesystem cannot
 	 * reserve (no space, no support) is ignored. kvs_merge sets it, when
 	 * 0, to the sum of its inputs' sizes.
