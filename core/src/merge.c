@@ -69,6 +69,7 @@ typedef struct merge {
 	kvs_writer *w;
 	kvs_merge_stats st;
 	uint64_t total, next_progress;
+	uint64_t hint; /* the output's size hint kvs_merge gave, else 0 */
 	uint8_t *last; /* the key of the last round */
 	uint64_t last_bits;
 	uint64_t *lcp; /* the tree's: per input, see match */
@@ -146,6 +147,28 @@ static kvs_status input_failed(merge *m, size_t i, kvs_status st)
 /* How the inputs are decoded: in line with their mode as a constant, when
  * every input has it, or through kvs_cursor_next. */
 enum { IN_ANY, IN_BYTE, IN_BIT_DEFAULT };
+
+/*
+ * Before a flush of the fast loops, `consumed` input records done: when
+ * kvs_merge gave the output's size hint (the inputs' total size), the
+ * hint becomes the output's size projected from the share of the input
+ * records so far that went out, 1/16 less where some did not. The
+ * writer's reservation of space (reserve_ahead) then ends short of the
+ * output's end for overlapping inputs too, which write much less than
+ * the inputs' total: on ext4, releasing reserved blocks past the end
+ * took 0.15-0.3 ms per merge, while each 64 KB written unreserved took
+ * about 5 us more, hence a projection on the low side.
+ */
+static void project_hint(merge *m, uint64_t consumed)
+{
+	uint64_t out = consumed - m->st.replaced - m->st.dropped;
+	if (m->hint == 0 || consumed == 0 || out >= consumed)
+		return;
+	/* an estimate: a double's 53 bits are enough */
+	double share = (double)out / (double)consumed;
+	uint64_t p = (uint64_t)((double)m->hint * share);
+	m->w->opt.size_hint = p - p / 16;
+}
 
 /* Calls the progress callback with `consumed` input records done, and
  * sets when it is next due; a cancel by the callback is an error. */
@@ -903,6 +926,7 @@ bout_put_slow(fast *f, const bin *b, const bool *live)
 		need = FAST_MAXREC;
 	w->buf_len = (size_t)(o->op - w->buf);
 	if (w->buf_len >= FAST_CHUNK || need > w->buf_cap - w->buf_len) {
+		project_hint(m, fast_consumed(f, live));
 		if ((st = seg_writer_flush(w, m->err)) != KVS_OK)
 			return st;
 		if (seg_grow(&w->buf, &w->buf_cap,
@@ -2016,8 +2040,10 @@ tout_put_slow(tfast *f, const tin *b, const bool *live, bool typed)
 		return st;
 	if (tout_try_restart(f, b, typed))
 		return KVS_OK;
-	tout_sync(w, o,
-	          tfast_consumed(f, live) - m->st.replaced - m->st.dropped);
+	consumed = tfast_consumed(f, live);
+	tout_sync(w, o, consumed - m->st.replaced - m->st.dropped);
+	if (w->bw.len >= FAST_CHUNK) /* tout_load flushes */
+		project_hint(m, consumed);
 	st = seg_writer_add_read(
 	    w, b->key, b->len, b->tomb ? KVS_KIND_TOMBSTONE : KVS_KIND_VALUE,
 	    b->s + tin_vpos(b) / 8, (unsigned)(tin_vpos(b) & 7), (size_t)b->vlen,
@@ -2758,6 +2784,8 @@ kvs_status kvs_merge(kvs_segment *const *inputs, size_t n,
 	kvs_writer_options wopt = opt->output;
 	for (size_t i = 0; opt->output.size_hint == 0 && i < n; i++)
 		wopt.size_hint += inputs[i]->len;
+	if (opt->output.size_hint == 0)
+		m.hint = wopt.size_hint;
 	if ((st = kvs_writer_open(&m.w, out_path, &wopt, err)) != KVS_OK)
 		goto out;
 	if (opt->progress && opt->progress(opt->progress_ctx, 0, m.total)) {

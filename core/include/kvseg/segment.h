@@ -136,7 +136,8 @@ typedef struct kvs_writer_options {
 	 * makes writing a large file faster; finish
 	 * releases what the file did not use. A hint the filesystem cannot
 	 * reserve (no space, no support) is ignored. kvs_merge sets it, when
-	 * 0, to the sum of its inputs' sizes.
+	 * 0, to the sum of its inputs' sizes, and lowers it as it goes where
+	 * inputs overlap (the output is then smaller).
 	 */
 	uint64_t size_hint;
 	/*
