@@ -1026,6 +1026,12 @@ def test_bad_requests(tmp):
     stack(d, 3, 3000, random.Random(3))
     build(os.path.join(d, "r.seg"), [(b"r%d" % i, 16, b"x") for i in range(5)],
           framing="raw", seq=9)
+    # the newest two, large: their merge holds the one worker while the
+    # EBUSY case below queues a merge behind it
+    for i in range(2):
+        build(os.path.join(d, "b%d.seg" % i),
+              [(b"b/%07d" % k, 72, b"%032d" % k) for k in range(i, 300000, 2)],
+              seq=10 + i)
     m = Mount(d, "workers=1", "queue=1")
     try:
         before = dir_state(d)
@@ -1072,13 +1078,24 @@ def test_bad_requests(tmp):
         got = request(m, b"merge \x00\n")
         check(got == errno.EINVAL and "NUL byte" in status(m)[-1]["error"],
               "a NUL byte: errno %s" % errno.errorcode.get(got, got))
-        # EBUSY: a queued job's inputs are taken
+    finally:
+        m.close()
+    # EBUSY: a queued job's inputs are taken. The merge of b0 and b1 holds
+    # the one worker, so the merge of s0 and s1 still waits in the queue
+    # (room for two) when the overlapping request comes, however fast a
+    # merge of two small segments would be.
+    m = Mount(d, "workers=1", "queue=2")
+    try:
+        check(request(m, b"merge b0.seg b1.seg\n") == 0, "a long merge")
         check(request(m, b"merge s0.seg s1.seg\n") == 0, "first merge")
         got = request(m, b"merge s1.seg s2.seg\n")
         check(got == errno.EBUSY, "overlapping merge: %s" % errno.errorcode.get(got, got))
-        check("already being merged" in status(m)[-1]["error"], "EBUSY's reason")
-        job = [j for j in status(m) if j["state"] != "rejected"][0]["id"]
-        check(wait(m, job)["state"] == "done", "the first merge ends")
+        check("already being merged" in (status(m)[-1]["error"] or ""),
+              "EBUSY's reason")
+        for j in status(m):
+            if j["state"] != "rejected":
+                check(wait(m, j["id"])["state"] == "done",
+                      "merge %d ends: %r" % (j["id"], j["request"]))
         # two requests of one write over the same input: neither is queued
         n = len(status(m))
         got = request(m, b"merge s2.seg r.seg\nmerge r.seg\n")
