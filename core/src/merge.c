@@ -2042,8 +2042,7 @@ tout_put_slow(tfast *f, const tin *b, const bool *live, bool typed)
 		return KVS_OK;
 	consumed = tfast_consumed(f, live);
 	tout_sync(w, o, consumed - m->st.replaced - m->st.dropped);
-	if (w->bw.len >= FAST_CHUNK) /* tout_load flushes */
-		project_hint(m, consumed);
+	project_hint(m, consumed); /* for tout_load's flush */
 	st = seg_writer_add_read(
 	    w, b->key, b->len, b->tomb ? KVS_KIND_TOMBSTONE : KVS_KIND_VALUE,
 	    b->s + tin_vpos(b) / 8, (unsigned)(tin_vpos(b) & 7), (size_t)b->vlen,

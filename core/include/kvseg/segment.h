@@ -133,11 +133,11 @@ typedef struct kvs_writer_options {
 	 * it less 1/64 of it (at least 64 KiB), the writer reserves the
 	 * file's space ahead of its writes where the filesystem can
 	 * (fallocate(2), FALLOC_FL_KEEP_SIZE; at most 16 MiB ahead), which
-	 * makes writing a large file faster; finish
-	 * releases what the file did not use. A hint the filesystem cannot
-	 * reserve (no space, no support) is ignored. kvs_merge sets it, when
-	 * 0, to the sum of its inputs' sizes, and lowers it as it goes where
-	 * inputs overlap (the output is then smaller).
+	 * makes writing a large file faster; finish releases what the file
+	 * did not use. A hint the filesystem cannot reserve (no space, no
+	 * support) is ignored. kvs_merge sets it, when 0, to the sum of its
+	 * inputs' sizes, and lowers it as it goes where inputs overlap (the
+	 * output is then smaller).
 	 */
 	uint64_t size_hint;
 	/*
