@@ -1365,18 +1365,20 @@ static const uint32_t vallen_codes[256] = {VC_64(0), VC_64(64), VC_64(128),
 #undef VC_N
 
 /*
- * The rest of a record decoded in line, from bit t on: the kind bit
- * (typed), VALLEN relative to vref, the value. False when the code does
- * not lie in one window or the record does not fit the loop (key and
+ * The rest of a record decoded in line, from bit t on, whose top `valid`
+ * bits (9 or more) the window w3 holds: the kind bit (typed), VALLEN
+ * relative to vref, the value. False when the code does not lie in those
+ * bits or the record does not fit the loop (key and
  * value above BIT_REC bytes, written out of line; fewer than BIT_SPARE
  * bits of stream after it, which need not be checked when the record
  * began below b->safe: `bounded`, a constant).
  */
-static SPECIALIZED bool tin_tail(const tin *b, uint64_t t, uint64_t klen,
-                                 uint64_t vref, bool typed, bool bounded,
-                                 bool *tomb, uint64_t *vlen, uint64_t *end)
+static SPECIALIZED bool tin_tail(const tin *b, uint64_t t, uint64_t w3,
+                                 unsigned valid, uint64_t klen, uint64_t vref,
+                                 bool typed, bool bounded, bool *tomb,
+                                 uint64_t *vlen, uint64_t *end)
 {
-	uint64_t w3 = bits57(b->s, t), d3 = 0, v = 0;
+	uint64_t d3 = 0, v = 0;
 	bool tb = typed && !(w3 >> 63);
 	unsigned n3 = 0;
 	w3 <<= typed;
@@ -1385,7 +1387,7 @@ static SPECIALIZED bool tin_tail(const tin *b, uint64_t t, uint64_t klen,
 			n3 = 1;
 			v = vref;
 		} else if (!tb) {
-			n3 = eg_window(w3, 57 - typed, 0, &d3);
+			n3 = eg_window(w3, valid - typed, 0, &d3);
 			v = seg_unzigzag(vref, d3);
 			if (n3 == 0)
 				return false;
@@ -1400,7 +1402,7 @@ static SPECIALIZED bool tin_tail(const tin *b, uint64_t t, uint64_t klen,
 		n3 = e & 0xff;
 		v = vref + (e >> 8) - VALLEN_BIAS;
 		if (__builtin_expect(n3 == 0, 0) && !tb) {
-			n3 = eg_window(w3, 57 - typed, 0, &d3);
+			n3 = eg_window(w3, valid - typed, 0, &d3);
 			v = seg_unzigzag(vref, d3);
 			if (n3 == 0)
 				return false;
@@ -1435,8 +1437,8 @@ static SPECIALIZED void tin_set(tin *b, uint64_t klen, uint64_t lcp,
 	b->edge = false;
 	b->x = x;
 	b->vref = b->fvlen;
-	if (!tomb)
-		b->fvlen = vlen;
+	/* no branch on a tombstone (see tout_short) */
+	b->fvlen = vlen ^ ((vlen ^ b->fvlen) & (0 - (uint64_t)tomb));
 	b->vlen = vlen;
 	b->tomb = tomb;
 	b->pos = end;
@@ -1481,14 +1483,29 @@ static SPECIALIZED bool tin_next_fast(tin *b, bool typed)
 	/* klen > lcp: the new key has a bit at lcp */
 	if (klen <= lcp)
 		return false;
-	uint64_t x = pos + n1 + n2; /* the suffix's first bit */
-	uint64_t j = lcp / 64;
+	uint64_t h = n1 + n2, x = pos + h; /* the suffix's first bit */
+	uint64_t j = lcp / 64, slen = klen - lcp;
 	unsigned off = (unsigned)(lcp % 64);
 	uint8_t *k = b->key + 8 * j;
-	/* the word takes first's top 64 - off bits: bits57's unless off < 7 */
-	uint64_t old = kvs_load_be64(k), first = bits57(s, x);
-	if (__builtin_expect(off < 7, 0))
-		first = bits64(s, x);
+	uint64_t old = kvs_load_be64(k), first, w3;
+	unsigned valid;
+	if (h + slen <= 32) {
+		/* a short suffix (structured keys): the suffix and the kind
+		 * bit and VALLEN after it (25 bits or more of them) lie in w,
+		 * which saves two loads on the path from one record to the
+		 * next; the word takes first's top min(64 - off, slen) bits */
+		first = w << h;
+		w3 = first << slen;
+		valid = 57 - (unsigned)(h + slen);
+	} else {
+		/* the word takes first's top 64 - off bits: bits57's unless
+		 * off < 7 */
+		first = bits57(s, x);
+		if (__builtin_expect(off < 7, 0))
+			first = bits64(s, x);
+		w3 = bits57(s, x + slen);
+		valid = 57;
+	}
 	/* the previous key's bit at lcp (read, not used, when it ends) */
 	bool follows = (first >> 63) & (ends | !((old << off) >> 63));
 	if (!follows)
@@ -1499,8 +1516,8 @@ static SPECIALIZED bool tin_next_fast(tin *b, bool typed)
 	uint64_t word = (old & keep) | (first >> off);
 	bool tomb;
 	uint64_t vlen, end;
-	if (!tin_tail(b, x + (klen - lcp), klen, b->fvlen, typed, true, &tomb,
-	              &vlen, &end))
+	if (!tin_tail(b, x + slen, w3, valid, klen, b->fvlen, typed, true,
+	              &tomb, &vlen, &end))
 		return false;
 	uint64_t last = (klen - 1) / 64;
 	if (j < last) { /* usually one word more: no loop for it */
@@ -1513,8 +1530,8 @@ static SPECIALIZED bool tin_next_fast(tin *b, bool typed)
 			word = bits64(s, y);
 		}
 	}
-	unsigned valid = (unsigned)(klen - 64 * j); /* 1..64 */
-	kvs_store_be64(b->key + 8 * j, word & (~(uint64_t)0 << (64 - valid)));
+	unsigned in_word = (unsigned)(klen - 64 * j); /* 1..64 */
+	kvs_store_be64(b->key + 8 * j, word & (~(uint64_t)0 << (64 - in_word)));
 	tin_set(b, klen, lcp, lcp, x, tomb, vlen, end);
 	b->budget--;
 	return true;
@@ -1559,7 +1576,8 @@ static SPECIALIZED bool tin_restart(tin *b, bool typed)
 		return false;
 	bool tomb;
 	uint64_t vlen, end;
-	if (!tin_tail(b, x + klen, klen, 0, typed, false, &tomb, &vlen, &end))
+	if (!tin_tail(b, x + klen, bits57(s, x + klen), 57, klen, 0, typed,
+	              false, &tomb, &vlen, &end))
 		return false;
 	uint64_t last = (klen - 1) / 64;
 	for (uint64_t j = 0; j < last; j++)
