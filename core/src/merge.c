@@ -1437,8 +1437,9 @@ static SPECIALIZED void tin_set(tin *b, uint64_t klen, uint64_t lcp,
 	b->edge = false;
 	b->x = x;
 	b->vref = b->fvlen;
-	/* no branch on a tombstone (see tout_short) */
-	b->fvlen = vlen ^ ((vlen ^ b->fvlen) & (0 - (uint64_t)tomb));
+	/* a select, not a branch on a tombstone, whose place follows the
+	 * data */
+	b->fvlen = tomb ? b->fvlen : vlen;
 	b->vlen = vlen;
 	b->tomb = tomb;
 	b->pos = end;
