@@ -1342,9 +1342,14 @@ static inline uint64_t tin_vpos(const tin *b)
 /*
  * The delta-EG0 VALLEN codes of up to 8 bits (FORMAT.md §3.1), by the 8
  * bits that begin with one: its length in the low byte (0 for a longer
- * code), the difference it encodes plus VALLEN_BIAS above it.
+ * code), the difference it encodes plus VALLEN_BIAS above it. With typed
+ * framing, vallen_short has the kind bit and such a code after a value of
+ * r <= BIT_SHORT bytes, by r and the 9 bits from the kind bit: VALLEN in
+ * the low byte, the code's length above it, VS_TOMB for a tombstone (kind
+ * bit 0); 0 for a longer code or a length below 0.
  */
 #define VALLEN_BIAS 128
+#define VS_TOMB     ((uint16_t)1 << 12)
 #define VC_N(b)                                                                \
 	((b) >= 128 ? 1 : (b) >= 64 ? 3 : (b) >= 32 ? 5 : (b) >= 16 ? 7 : 0)
 #define VC_Z(b) (((b) >> (8 - VC_N(b))) - 1) /* the zigzagged difference */
@@ -1356,6 +1361,30 @@ static inline uint64_t tin_vpos(const tin *b)
 #define VC_64(b) VC_16(b), VC_16((b) + 16), VC_16((b) + 32), VC_16((b) + 48)
 static const uint32_t vallen_codes[256] = {VC_64(0), VC_64(64), VC_64(128),
                                            VC_64(192)};
+#define VS_E(r, i)                                                             \
+	((i) < 256 ? VS_TOMB                                                   \
+	 : VC_N((i)-256) && (r) + VC_D((i)-256) >= 0                           \
+	     ? (uint16_t)(VC_N((i)-256) << 8 | ((r) + VC_D((i)-256)))          \
+	     : (uint16_t)0)
+#define VS_4(r, i)                                                             \
+	VS_E(r, i), VS_E(r, (i) + 1), VS_E(r, (i) + 2), VS_E(r, (i) + 3)
+#define VS_16(r, i)                                                            \
+	VS_4(r, i), VS_4(r, (i) + 4), VS_4(r, (i) + 8), VS_4(r, (i) + 12)
+#define VS_64(r, i)                                                            \
+	VS_16(r, i), VS_16(r, (i) + 16), VS_16(r, (i) + 32), VS_16(r, (i) + 48)
+#define VS_512(r)                                                              \
+	{                                                                      \
+		VS_64(r, 0), VS_64(r, 64), VS_64(r, 128), VS_64(r, 192),       \
+		    VS_64(r, 256), VS_64(r, 320), VS_64(r, 384), VS_64(r, 448) \
+	}
+static const uint16_t vallen_short[BIT_SHORT + 1][512] = {
+    VS_512(0), VS_512(1), VS_512(2), VS_512(3),
+    VS_512(4), VS_512(5), VS_512(6)};
+#undef VS_512
+#undef VS_64
+#undef VS_16
+#undef VS_4
+#undef VS_E
 #undef VC_64
 #undef VC_16
 #undef VC_4
@@ -1378,7 +1407,7 @@ static SPECIALIZED bool tin_tail(const tin *b, uint64_t t, uint64_t w3,
                                  bool typed, bool bounded, bool *tomb,
                                  uint64_t *vlen, uint64_t *end)
 {
-	uint64_t d3 = 0, v = 0;
+	uint64_t d3 = 0, v = 0, w0 = w3;
 	bool tb = typed && !(w3 >> 63);
 	unsigned n3 = 0;
 	w3 <<= typed;
@@ -1393,22 +1422,30 @@ static SPECIALIZED bool tin_tail(const tin *b, uint64_t t, uint64_t w3,
 				return false;
 		}
 	} else {
-		/* after a short value: a VALLEN code of up to 8 bits from the
-		 * table, with no branch on the code or on a tombstone (with
-		 * short values of varying lengths these follow the data); a
-		 * longer one, not in a tombstone, decoded so */
-		uint64_t tm = 0 - (uint64_t)tb; /* all ones for a tombstone */
-		uint32_t e = vallen_codes[w3 >> 56];
-		n3 = e & 0xff;
-		v = vref + (e >> 8) - VALLEN_BIAS;
-		if (__builtin_expect(n3 == 0, 0) && !tb) {
+		/* after a short value: a VALLEN code of up to 8 bits from a
+		 * table, with typed framing the kind bit with it, with no
+		 * branch on the code or on a tombstone (with short values of
+		 * varying lengths these follow the data); a longer one, not in
+		 * a tombstone, decoded so */
+		bool table;
+		if (typed) {
+			unsigned e = vallen_short[vref][w0 >> 55];
+			tb = e >> 12;
+			n3 = (e >> 8) & 15;
+			v = e & 0xff;
+			table = e != 0;
+		} else {
+			uint32_t e = vallen_codes[w3 >> 56];
+			n3 = e & 0xff;
+			v = vref + (e >> 8) - VALLEN_BIAS;
+			table = n3 != 0;
+		}
+		if (__builtin_expect(!table, 0)) {
 			n3 = eg_window(w3, valid - typed, 0, &d3);
 			v = seg_unzigzag(vref, d3);
 			if (n3 == 0)
 				return false;
 		}
-		n3 &= (unsigned)~tm;
-		v &= ~tm;
 	}
 	/* key and value within BIT_REC bytes: usually known from the
 	 * input's longest key */
@@ -1831,6 +1868,31 @@ static SPECIALIZED void tout_tail(tout *o, const tin *b, bool typed)
 }
 
 /*
+ * With typed framing, the kind bit and the VALLEN code of a value of v <=
+ * BIT_SHORT bytes after one of r <= BIT_SHORT bytes, by r and v (7 for a
+ * tombstone: the kind bit 0): the code above the low byte, its length in
+ * it (FORMAT.md §3.1, §6.2).
+ */
+#define TS_Z(r, v) ((v) >= (r) ? 2 * ((v) - (r)) : 2 * ((r) - (v)) - 1)
+#define TS_N(z)    ((z) + 1 >= 8 ? 7 : (z) + 1 >= 4 ? 5 : (z) + 1 >= 2 ? 3 : 1)
+#define TS_E(r, v)                                                             \
+	((v) == 7 ? 1u                                                         \
+	          : (1u << TS_N(TS_Z(r, v)) | (TS_Z(r, v) + 1)) << 8 |         \
+	                (TS_N(TS_Z(r, v)) + 1))
+#define TS_ROW(r)                                                              \
+	{                                                                      \
+		TS_E(r, 0), TS_E(r, 1), TS_E(r, 2), TS_E(r, 3), TS_E(r, 4),    \
+		    TS_E(r, 5), TS_E(r, 6), TS_E(r, 7)                         \
+	}
+static const uint32_t tail_short[BIT_SHORT + 1][8] = {
+    TS_ROW(0), TS_ROW(1), TS_ROW(2), TS_ROW(3),
+    TS_ROW(4), TS_ROW(5), TS_ROW(6)};
+#undef TS_ROW
+#undef TS_E
+#undef TS_N
+#undef TS_Z
+
+/*
  * A usual record (see tout_usual) with a short suffix and a short value
  * (BIT_SHORT): the codes and the suffix in one put, then the kind bit,
  * VALLEN and the value anew in another, with no branch on whether the
@@ -1850,10 +1912,19 @@ static SPECIALIZED void tout_short(tout *o, const tin *b, bool typed,
 	 * is our guess) */
 	uint64_t t = typed ? (uint64_t)b->tomb : 0, tm = 0 - t;
 	uint64_t vlen = b->vlen, vb = 8 * vlen; /* 0 for a tombstone */
-	unsigned n3;
-	uint64_t x3 = seg_eg_code(seg_zigzag(vlen, o->fvlen), 0, &n3);
-	uint64_t code = ((uint64_t)typed << n3 | x3) & ~tm;
-	uint64_t cn = n3 + typed, cnt = cn - ((cn - 1) & tm); /* 1: the kind */
+	uint64_t code, cnt;
+	if (typed && o->fvlen <= BIT_SHORT) {
+		/* after a short value, from a table */
+		uint32_t e = tail_short[o->fvlen][vlen + 7 * t];
+		code = e >> 8;
+		cnt = e & 0xff;
+	} else {
+		unsigned n3;
+		uint64_t x3 = seg_eg_code(seg_zigzag(vlen, o->fvlen), 0, &n3);
+		uint64_t cn = n3 + typed;
+		code = ((uint64_t)typed << n3 | x3) & ~tm;
+		cnt = cn - ((cn - 1) & tm); /* 1: the kind */
+	}
 	/* one put, but after a long value (a long VALLEN code) */
 	tout_code_bits(bw, code, (unsigned)cnt, b->s, tin_vpos(b), vb);
 	o->tombstones += t;
