@@ -1818,10 +1818,15 @@ static SPECIALIZED void tout_code_stream(fast_bw *o, uint64_t code, unsigned nc,
 	unsigned rest = (unsigned)total & 7;
 	uint64_t c = acc | (kvs_load_be64(q) << d & after);
 	kvs_store_be64(p, c);
-	if (__builtin_expect(total - 48 < 120, 1)) {
-		/* up to 21 bytes: chunks 1 and 2 without a loop, whose exit
-		 * would follow the length (loads: up to 176 bits from y, at
+	if (__builtin_expect(total - 104 < 120, 1)) {
+		/* up to 28 bytes: chunks 1 to 3 without a loop, whose exit
+		 * would follow the length (loads: up to 232 bits from y, at
 		 * most 128 past the total) */
+		kvs_store_be64(p + 7, kvs_load_be64(q + 7) << d);
+		kvs_store_be64(p + 14, kvs_load_be64(q + 14) << d);
+		kvs_store_be64(p + 21, kvs_load_be64(q + 21) << d);
+	} else if (__builtin_expect(total - 48 < 120, 1)) {
+		/* up to 21 bytes: chunks 1 and 2 (loads: up to 176 bits) */
 		kvs_store_be64(p + 7, kvs_load_be64(q + 7) << d);
 		kvs_store_be64(p + 14, kvs_load_be64(q + 14) << d);
 	} else {
