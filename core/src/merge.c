@@ -1349,7 +1349,8 @@ static inline uint64_t tin_vpos(const tin *b)
  * bit 0); 0 for a longer code or a length below 0.
  */
 #define VALLEN_BIAS 128
-#define VS_TOMB     ((uint16_t)1 << 12)
+#define VS_TOMB_BIT 12
+#define VS_TOMB     ((uint16_t)1 << VS_TOMB_BIT)
 #define VC_N(b)                                                                \
 	((b) >= 128 ? 1 : (b) >= 64 ? 3 : (b) >= 32 ? 5 : (b) >= 16 ? 7 : 0)
 #define VC_Z(b) (((b) >> (8 - VC_N(b))) - 1) /* the zigzagged difference */
@@ -1430,7 +1431,7 @@ static SPECIALIZED bool tin_tail(const tin *b, uint64_t t, uint64_t w3,
 		bool table;
 		if (typed) {
 			unsigned e = vallen_short[vref][w0 >> 55];
-			tb = e >> 12;
+			tb = e >> VS_TOMB_BIT; /* the highest bit */
 			n3 = (e >> 8) & 15;
 			v = e & 0xff;
 			table = e != 0;
