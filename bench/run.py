@@ -2,8 +2,9 @@
 """run.py - run a segfs benchmark as fresh processes and summarize it.
 
 For each workload there are P rounds (--processes, default 3). In each round
-every variant runs once, as a fresh process, and the order of the variants is
-rotated from one round to the next (A/B, B/A, A/B ... for two variants). Each
+every variant runs once, as a fresh process (from a fresh copy of its program
+file), and the order of the variants is rotated from one round to the next
+(A/B, B/A, A/B ... for two variants). Each
 process prints one CSV row per observation, warm-ups included and flagged;
 all rows go into one CSV file, with a metadata JSON file next to it (host,
 compilers, git revision, program hashes, the schedule).
@@ -34,6 +35,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HEADER = ["bench", "workload", "variant", "process", "iteration", "warmup",
@@ -270,12 +272,33 @@ def plan(variants, workloads, processes):
     return runs
 
 
-def run_one(run, args, bench, writer):
-    cmd = [run["program"], "--workload", run["workload"],
+def fresh_copy(program, tmpdir, process):
+    """A new file with the program's bytes and name, for one process:
+    where a program file's pages sit in the page cache is fixed while it
+    stays cached and can move its timings for a whole run (bench/README.md,
+    "A fresh copy of the program per process")."""
+    d = Path(tmpdir) / str(process)
+    d.mkdir()
+    dst = d / Path(program).name
+    with open(program, "rb") as src, open(dst, "wb") as out:
+        for block in iter(lambda: src.read(1 << 20), b""):
+            out.write(block)
+    os.chmod(dst, 0o755)
+    return dst
+
+
+def run_one(run, args, bench, writer, tmpdir):
+    exe = fresh_copy(run["program"], tmpdir, run["process"])
+    cmd = [str(exe), "--workload", run["workload"],
            "--variant", run["variant"], "--warmups", str(args.warmups),
            "--iterations", str(args.iterations),
            "--process", str(run["process"])]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    finally:
+        exe.unlink()
+        exe.parent.rmdir()
+    cmd[0] = run["program"]  # for the messages: the program run
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr)
         die(f"process {run['process']} failed ({proc.returncode}): "
@@ -614,14 +637,15 @@ def main():
     meta["finished_utc"] = None  # stays null if a process fails
     meta_path.write_text(json.dumps(meta, indent=2) + "\n")
 
-    with open(csv_path, "w", newline="") as f:
+    with open(csv_path, "w", newline="") as f, \
+            tempfile.TemporaryDirectory(prefix="segfs-run-") as tmpdir:
         writer = csv.writer(f, lineterminator="\n")
         writer.writerow(HEADER)
         for r in runs:
             print(f"[{r['process']}/{len(runs)}] {r['workload']} "
                   f"{r['variant']} (round {r['round'] + 1}/"
                   f"{args.processes})", file=sys.stderr, flush=True)
-            run_one(r, args, bench, writer)
+            run_one(r, args, bench, writer, tmpdir)
             f.flush()
     meta["finished_utc"] = datetime.datetime.now(datetime.timezone.utc) \
         .isoformat(timespec="seconds")
