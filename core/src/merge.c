@@ -1225,6 +1225,10 @@ typedef struct tin { /* one input */
 	uint64_t pos, end;  /* the next record's first bit; the stream's bits */
 	uint8_t *key;       /* the current key: the cursor's buffer */
 	uint64_t len, lcp;  /* its bits; its LCP with the last output key */
+	/* Its bits [0, mlen) are in key (mlen = len, or a multiple of 64
+	 * below it: a long suffix decoded in line stores its first word
+	 * only); the rest lie in the stream from bit kx (tin_fill). */
+	uint64_t mlen, kx;
 	uint64_t flcp, fvlen; /* LCP and VALLEN field states after it (KEYLEN's
 	                       * is len) */
 	uint64_t vlen;       /* its value's length in bytes (it ends at pos) */
@@ -1306,6 +1310,7 @@ static void tin_from_cursor(tin *b, const kvs_cursor *c)
 {
 	b->pos = kvs_br_position(&c->br);
 	b->len = c->key_bits;
+	b->mlen = b->len;
 	b->flcp = c->prev_lcp;
 	b->fvlen = c->prev_vallen;
 	b->vlen = c->value_len;
@@ -1337,6 +1342,35 @@ static void tin_load(tin *b, const kvs_cursor *c)
 static inline uint64_t tin_vpos(const tin *b)
 {
 	return b->pos - 8 * b->vlen;
+}
+
+/* The rest of b's key into its buffer (see tin.mlen), the last word with
+ * its padding bits clear. */
+static __attribute__((noinline)) void tin_fill_rest(tin *b)
+{
+	uint64_t last = (b->len - 1) / 64, y = b->kx;
+	for (uint64_t j = b->mlen / 64; j < last; j++, y += 64)
+		kvs_store_be64(b->key + 8 * j, bits64(b->s, y));
+	unsigned in_word = (unsigned)(b->len - 64 * last); /* 1..64 */
+	kvs_store_be64(b->key + 8 * last,
+	               bits64(b->s, y) & (~(uint64_t)0 << (64 - in_word)));
+	b->mlen = b->len;
+}
+
+/* Word w of b's key (64 * w < len); past the key's end, from the stream,
+ * the record's next bits (a compare stops at the shorter key's end). */
+static SPECIALIZED uint64_t tin_word(const tin *b, uint64_t w)
+{
+	if (64 * w < b->mlen)
+		return kvs_load_be64(b->key + 8 * w);
+	return bits64(b->s, b->kx + (64 * w - b->mlen));
+}
+
+/* b's whole key in its buffer. */
+static inline void tin_fill(tin *b)
+{
+	if (__builtin_expect(b->mlen < b->len, 0))
+		tin_fill_rest(b);
 }
 
 /*
@@ -1507,9 +1541,12 @@ static SPECIALIZED bool tin_next_fast(tin *b, bool typed)
 	if (n1 == 0)
 		return false;
 	uint64_t lcp = seg_unzigzag(b->flcp, d1), klen = len;
+	/* below lim: the new key has a bit at lcp (klen > lcp), and the
+	 * previous key's word at lcp is in its buffer (lcp < mlen, or
+	 * lcp <= mlen = len); usually the key's length is unchanged (the
+	 * code 1), and then mlen <= len = klen makes lim mlen */
+	uint64_t lim = b->mlen;
 	bool ends = false; /* the previous key ends at lcp */
-	/* usually the key's length is unchanged: the code 1 (then the test
-	 * below covers lcp <= len, and lcp < len) */
 	if (__builtin_expect(!((w << n1) >> 63), 0)) {
 		if ((n2 = eg_window(w << n1, 57 - n1, 0, &d2)) == 0)
 			return false;
@@ -1518,9 +1555,10 @@ static SPECIALIZED bool tin_next_fast(tin *b, bool typed)
 		if (lcp > len || klen > b->max_len)
 			return false;
 		ends = lcp == len;
+		lim = lim < len ? lim : UINT64_MAX; /* whole: lcp <= len */
+		lim = lim < klen ? lim : klen;
 	}
-	/* klen > lcp: the new key has a bit at lcp */
-	if (klen <= lcp)
+	if (lim <= lcp)
 		return false;
 	uint64_t h = n1 + n2, x = pos + h; /* the suffix's first bit */
 	uint64_t j = lcp / 64, slen = klen - lcp;
@@ -1558,19 +1596,18 @@ static SPECIALIZED bool tin_next_fast(tin *b, bool typed)
 	if (!tin_tail(b, x + slen, w3, valid, klen, b->fvlen, typed, true,
 	              &tomb, &vlen, &end))
 		return false;
-	uint64_t last = (klen - 1) / 64;
-	if (j < last) { /* usually one word more: no loop for it */
-		uint64_t y = x + 64 - off;
+	/* the words after this one are left in the stream (tin_fill): most
+	 * merges of long suffixes order keys by their first words */
+	if (j < (klen - 1) / 64) {
 		kvs_store_be64(b->key + 8 * j, word);
-		word = bits64(s, y);
-		for (j++; j < last; j++) {
-			kvs_store_be64(b->key + 8 * j, word);
-			y += 64;
-			word = bits64(s, y);
-		}
+		b->mlen = 64 * j + 64;
+		b->kx = x + 64 - off;
+	} else {
+		unsigned in_word = (unsigned)(klen - 64 * j); /* 1..64 */
+		kvs_store_be64(b->key + 8 * j,
+		               word & (~(uint64_t)0 << (64 - in_word)));
+		b->mlen = klen;
 	}
-	unsigned in_word = (unsigned)(klen - 64 * j); /* 1..64 */
-	kvs_store_be64(b->key + 8 * j, word & (~(uint64_t)0 << (64 - in_word)));
 	tin_set(b, klen, lcp, lcp, x, tomb, vlen, end);
 	b->budget--;
 	return true;
@@ -1589,6 +1626,7 @@ static SPECIALIZED bool tin_restart(tin *b, bool typed)
 	uint64_t pos = b->pos, len = b->len, d2;
 	if (b->end - pos < 2 * BIT_SPARE)
 		return false;
+	tin_fill(b); /* the previous key, compared whole */
 	const uint8_t *s = b->s;
 	unsigned n2 = eg_window(bits64(s, pos), 64, 0, &d2);
 	uint64_t klen = seg_unzigzag(0, d2), x = pos + n2;
@@ -1625,6 +1663,7 @@ static SPECIALIZED bool tin_restart(tin *b, bool typed)
 	kvs_store_be64(b->key + 8 * last, bits64(s, x + 64 * last) &
 	                                      (~(uint64_t)0 << (64 - valid)));
 	b->fvlen = 0; /* the field states restart from 0 */
+	b->mlen = klen;
 	tin_set(b, klen, lcp, 0, x, tomb, vlen, end);
 	return true;
 }
@@ -1637,6 +1676,7 @@ tin_next_slow(tfast *f, size_t i, bool *live)
 {
 	tin *b = &f->in[i];
 	uint64_t used = b->granted - b->budget;
+	tin_fill(b); /* the cursor decodes from the previous key */
 	b->left -= used;
 	b->in_block += (uint32_t)used;
 	if (b->left == 0) {
@@ -1684,9 +1724,12 @@ tin_next_slow(tfast *f, size_t i, bool *live)
  * LCPs with the last output key P, which both are above (see heads_lcp):
  * the keys are compared from the word of the smaller one on, which finds
  * their first difference in that word whenever the two differ. Keys are
- * kept in whole words with their padding bits clear.
+ * kept in whole words with their padding bits clear. An input's word at
+ * its LCP is in its buffer (tin.mlen): the LCP that the input whose key is
+ * the larger keeps is the one returned, and where that lies past its
+ * buffer's bits the rest of its key is stored (equal keys both move on).
  */
-static SPECIALIZED uint64_t tin_heads_lcp(const tin *a, const tin *b, int *cmp)
+static SPECIALIZED uint64_t tin_heads_lcp(tin *a, tin *b, int *cmp)
 {
 	uint64_t la = a->lcp, lb = b->lcp, m = la < lb ? la : lb;
 	uint64_t n = a->len < b->len ? a->len : b->len;
@@ -1699,19 +1742,27 @@ static SPECIALIZED uint64_t tin_heads_lcp(const tin *a, const tin *b, int *cmp)
 		*cmp = x > y ? 1 : -1;
 		return d;
 	}
+	/* the words after it: from the stream where a buffer ends (after
+	 * equal keys, usual in overlapping inputs, both move on, and
+	 * neither key is needed whole) */
+	d = n;
+	*cmp = a->len < b->len ? -1 : a->len > b->len;
 	for (i += 8; 8 * i < n; i += 8) {
-		x = kvs_load_be64(a->key + i);
-		y = kvs_load_be64(b->key + i);
+		x = tin_word(a, i / 8);
+		y = tin_word(b, i / 8);
 		if (x != y) {
-			d = 8 * i + (unsigned)__builtin_clzll(x ^ y);
-			if (d >= n) /* past the shorter key: a prefix */
-				break;
-			*cmp = x > y ? 1 : -1;
-			return d;
+			uint64_t e = 8 * i + (unsigned)__builtin_clzll(x ^ y);
+			if (e < n) { /* else past the shorter key: a prefix */
+				d = e;
+				*cmp = x > y ? 1 : -1;
+			}
+			break;
 		}
 	}
-	*cmp = a->len < b->len ? -1 : a->len > b->len;
-	return n;
+	tin *larger = *cmp < 0 ? b : a; /* equal keys: see tin_match */
+	if (*cmp != 0 && d >= larger->mlen)
+		tin_fill(larger);
+	return d;
 }
 
 /* The next record of b when its budget is spent and it is the usual
@@ -1939,10 +1990,11 @@ static SPECIALIZED void tout_short(tout *o, const tin *b, bool typed,
 
 /* The rest of a record field by field: the suffix from the key, then the
  * tail (a record decoded out of line). */
-static void tout_fields(tout *o, const tin *b, bool typed)
+static void tout_fields(tout *o, tin *b, bool typed)
 {
 	fast_bw *bw = &o->bw;
 	uint64_t lcp = b->lcp, len = b->len;
+	tin_fill(b);
 	tout_key_bits(bw, b->key, lcp, len - lcp);
 	tout_tail(o, b, typed);
 }
@@ -1960,7 +2012,7 @@ static SPECIALIZED void tout_done(tout *o, const tin *b, uint64_t lcp)
 
 /* A record that is not a restart, with room for it: its key and value
  * below BIT_REC bytes, so every code below 2^32. */
-static SPECIALIZED void tout_usual(tout *o, const tin *b, bool typed)
+static SPECIALIZED void tout_usual(tout *o, tin *b, bool typed)
 {
 	fast_bw *bw = &o->bw;
 	uint64_t lcp = b->lcp, len = b->len, vlen = b->vlen;
@@ -2088,7 +2140,7 @@ static uint32_t words_fence(const uint8_t *key, uint64_t bits, uint64_t skip)
  * for it: its place in the restart index and its fence
  * (seg_writer_restart), its whole key, its fields from 0, and the next
  * budget; false (nothing done) otherwise. */
-static SPECIALIZED bool tout_try_restart(tfast *f, const tin *b, bool typed)
+static SPECIALIZED bool tout_try_restart(tfast *f, tin *b, bool typed)
 {
 	kvs_writer *w = f->m->w;
 	tout *o = &f->o;
@@ -2098,6 +2150,7 @@ static SPECIALIZED bool tout_try_restart(tfast *f, const tin *b, bool typed)
 	    room == 0 || (size_t)(bw->p - w->bw.buf) >= FAST_CHUNK)
 		return false;
 	uint64_t len = b->len;
+	tin_fill(b); /* written whole */
 	uint64_t at = words_lcp(f->first, f->first_len, b->key, len);
 	size_t j = w->restarts_len++; /* room: loop_setup */
 	w->restarts[j] =
@@ -2122,7 +2175,7 @@ static SPECIALIZED bool tout_try_restart(tfast *f, const tin *b, bool typed)
  * buffer's end, or an unusual or long record: the usual restart by
  * tout_restart, the others through the writer's general path. */
 static __attribute__((noinline)) kvs_status
-tout_put_slow(tfast *f, const tin *b, const bool *live, bool typed)
+tout_put_slow(tfast *f, tin *b, const bool *live, bool typed)
 {
 	merge *m = f->m;
 	kvs_writer *w = m->w;
@@ -2139,6 +2192,7 @@ tout_put_slow(tfast *f, const tin *b, const bool *live, bool typed)
 	consumed = tfast_consumed(f, live);
 	tout_sync(w, o, consumed - m->st.replaced - m->st.dropped);
 	project_hint(m, consumed); /* for tout_load's flush */
+	tin_fill(b);
 	st = seg_writer_add_read(
 	    w, b->key, b->len, b->tomb ? KVS_KIND_TOMBSTONE : KVS_KIND_VALUE,
 	    b->s + tin_vpos(b) / 8, (unsigned)(tin_vpos(b) & 7), (size_t)b->vlen,
@@ -2148,7 +2202,7 @@ tout_put_slow(tfast *f, const tin *b, const bool *live, bool typed)
 	return tout_load(o, w, m->err);
 }
 
-static SPECIALIZED kvs_status tout_put(tfast *f, const tin *b, const bool *live,
+static SPECIALIZED kvs_status tout_put(tfast *f, tin *b, const bool *live,
                                        bool typed)
 {
 	tout *o = &f->o;
@@ -2243,9 +2297,11 @@ static SPECIALIZED kvs_status merge_two_bits_with(merge *m, bool typed,
 	do {                                                                   \
 		if ((st = tout_put(&f, (t), live, typed)) != KVS_OK)           \
 			goto out;                                              \
-		if (drop)                                                      \
+		if (drop) {                                                    \
+			tin_fill(t);                                           \
 			memcpy(w->prev_key, (t)->key,                          \
 			       (size_t)seg_key_bytes((t)->len));               \
+		}                                                              \
 	} while (0)
 	/*
 	 * A strong delete (drop, typed framing) writes no tombstone: the last
@@ -2285,7 +2341,7 @@ static SPECIALIZED kvs_status merge_two_bits_with(merge *m, bool typed,
 	/* one input left: its records follow each other */
 	size_t ri = live[0] ? 0 : 1;
 	tin *r = &in[ri];
-	const tin *last = live[ri] ? r : b;
+	tin *last = live[ri] ? r : b;
 	while (live[ri]) {
 		if (drop && r->tomb) {
 			m->st.dropped++;
@@ -2304,14 +2360,18 @@ static SPECIALIZED kvs_status merge_two_bits_with(merge *m, bool typed,
 	tout_sync(w, o, m->st.output_records);
 	/* the last key: still in its input's buffer, which has not moved
 	 * since (the input has no record left); with drop, already there */
-	if (!drop)
+	if (!drop) {
+		tin_fill(last);
 		memcpy(w->prev_key, last->key,
 		       (size_t)seg_key_bytes(o->prev_len));
+	}
 out:
 	free(f.old);
 	free(f.first);
-	for (size_t i = 0; i < 2; i++)
+	for (size_t i = 0; i < 2; i++) {
+		tin_fill(&in[i]); /* the cursors' keys whole */
 		m->cur[i]->ordinal = m->cur[i]->seg->records;
+	}
 	return st;
 }
 
@@ -2467,7 +2527,10 @@ static SPECIALIZED bool tin_match(void *inputs, const bool *live, size_t x,
 	int cmp;
 	uint64_t l = tin_heads_lcp(&in[x], &in[y], &cmp);
 	bool first = cmp < 0 || (cmp == 0 && x > y);
-	in[first ? y : x].lcp = l;
+	tin *loser = &in[first ? y : x];
+	loser->lcp = l;
+	if (cmp == 0) /* an older binding may wait in the tree */
+		tin_fill(loser);
 	return first;
 }
 
@@ -2576,6 +2639,7 @@ static SPECIALIZED kvs_status merge_tree_bits_with(merge *m, bool typed,
 			if ((st = tout_put(&f, t, live, typed)) != KVS_OK)
 				goto out;
 			if (drop) {
+				tin_fill(t);
 				memcpy(w->prev_key, t->key,
 				       (size_t)seg_key_bytes(t->len));
 				lp = UINT64_MAX;
@@ -2602,10 +2666,14 @@ static SPECIALIZED kvs_status merge_tree_bits_with(merge *m, bool typed,
 	tout_sync(w, o, m->st.output_records);
 	/* the last key: still in its input's buffer, which has not moved
 	 * since (the input has no record left); with drop, already there */
-	if (!drop)
+	if (!drop) {
+		tin_fill(&f.in[last]);
 		memcpy(w->prev_key, f.in[last].key,
 		       (size_t)seg_key_bytes(o->prev_len));
+	}
 out:
+	for (size_t i = 0; f.in && i < n; i++)
+		tin_fill(&f.in[i]); /* the cursors' keys whole */
 	free(f.old);
 	free(f.first);
 	free(f.in);
