@@ -1229,6 +1229,9 @@ typedef struct tin { /* one input */
 	 * below it: a long suffix decoded in line stores its first word
 	 * only); the rest lie in the stream from bit kx (tin_fill). */
 	uint64_t mlen, kx;
+	/* for a key of len bits (tin_key_end): its last word, and the mask
+	 * of the key's bits in it */
+	uint64_t lastw, lmask;
 	uint64_t flcp, fvlen; /* LCP and VALLEN field states after it (KEYLEN's
 	                       * is len) */
 	uint64_t vlen;       /* its value's length in bytes (it ends at pos) */
@@ -1304,6 +1307,13 @@ static void tin_grant(tin *b)
 	b->granted = b->budget = to_restart < b->left ? to_restart : b->left;
 }
 
+/* b's lastw and lmask for a key of len >= 1 bits. */
+static inline void tin_key_end(tin *b, uint64_t len)
+{
+	b->lastw = (len - 1) / 64;
+	b->lmask = ~(uint64_t)0 << (64 - (len - 64 * b->lastw));
+}
+
 /* The current record's value and the bits after it, from the cursor's
  * state (the reader is after the record). */
 static void tin_from_cursor(tin *b, const kvs_cursor *c)
@@ -1311,6 +1321,8 @@ static void tin_from_cursor(tin *b, const kvs_cursor *c)
 	b->pos = kvs_br_position(&c->br);
 	b->len = c->key_bits;
 	b->mlen = b->len;
+	if (b->len)
+		tin_key_end(b, b->len);
 	b->flcp = c->prev_lcp;
 	b->fvlen = c->prev_vallen;
 	b->vlen = c->value_len;
@@ -1557,6 +1569,10 @@ static SPECIALIZED bool tin_next_fast(tin *b, bool typed)
 		ends = lcp == len;
 		lim = lim < len ? lim : UINT64_MAX; /* whole: lcp <= len */
 		lim = lim < klen ? lim : klen;
+		/* set before the record is taken: where it is not, the
+		 * restart or the slow path that takes it sets them again */
+		if (klen)
+			tin_key_end(b, klen);
 	}
 	if (lim <= lcp)
 		return false;
@@ -1598,14 +1614,12 @@ static SPECIALIZED bool tin_next_fast(tin *b, bool typed)
 		return false;
 	/* the words after this one are left in the stream (tin_fill): most
 	 * merges of long suffixes order keys by their first words */
-	if (j < (klen - 1) / 64) {
+	if (j < b->lastw) {
 		kvs_store_be64(b->key + 8 * j, word);
 		b->mlen = 64 * j + 64;
 		b->kx = x + 64 - off;
 	} else {
-		unsigned in_word = (unsigned)(klen - 64 * j); /* 1..64 */
-		kvs_store_be64(b->key + 8 * j,
-		               word & (~(uint64_t)0 << (64 - in_word)));
+		kvs_store_be64(b->key + 8 * j, word & b->lmask);
 		b->mlen = klen;
 	}
 	tin_set(b, klen, lcp, lcp, x, tomb, vlen, end);
@@ -1664,6 +1678,7 @@ static SPECIALIZED bool tin_restart(tin *b, bool typed)
 	                                      (~(uint64_t)0 << (64 - valid)));
 	b->fvlen = 0; /* the field states restart from 0 */
 	b->mlen = klen;
+	tin_key_end(b, klen);
 	tin_set(b, klen, lcp, 0, x, tomb, vlen, end);
 	return true;
 }
