@@ -1230,7 +1230,7 @@ typedef struct tin { /* one input */
 	 * only); the rest lie in the stream from bit kx (tin_fill). */
 	uint64_t mlen, kx;
 	/* for a key of len bits (tin_key_end): its last word, and the mask
-	 * of the key's bits in it */
+	 * of the key's bits in it; read only by tin_next_fast (see there) */
 	uint64_t lastw, lmask;
 	uint64_t flcp, fvlen; /* LCP and VALLEN field states after it (KEYLEN's
 	                       * is len) */
@@ -1360,6 +1360,9 @@ static inline uint64_t tin_vpos(const tin *b)
  * its padding bits clear. */
 static __attribute__((noinline)) void tin_fill_rest(tin *b)
 {
+	/* the last word from len, not b->lastw: a record whose KEYLEN
+	 * changed and that was not taken in line leaves lastw set for its
+	 * length until the restart or slow path takes it */
 	uint64_t last = (b->len - 1) / 64, y = b->kx;
 	for (uint64_t j = b->mlen / 64; j < last; j++, y += 64)
 		kvs_store_be64(b->key + 8 * j, bits64(b->s, y));
@@ -2383,10 +2386,8 @@ static SPECIALIZED kvs_status merge_two_bits_with(merge *m, bool typed,
 out:
 	free(f.old);
 	free(f.first);
-	for (size_t i = 0; i < 2; i++) {
-		tin_fill(&in[i]); /* the cursors' keys whole */
+	for (size_t i = 0; i < 2; i++)
 		m->cur[i]->ordinal = m->cur[i]->seg->records;
-	}
 	return st;
 }
 
@@ -2687,8 +2688,6 @@ static SPECIALIZED kvs_status merge_tree_bits_with(merge *m, bool typed,
 		       (size_t)seg_key_bytes(o->prev_len));
 	}
 out:
-	for (size_t i = 0; f.in && i < n; i++)
-		tin_fill(&f.in[i]); /* the cursors' keys whole */
 	free(f.old);
 	free(f.first);
 	free(f.in);
