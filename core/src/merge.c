@@ -1444,6 +1444,36 @@ static const uint16_t vallen_short[BIT_SHORT + 1][512] = {
 #undef VC_N
 
 /*
+ * The delta-EG2 LCP code of up to 9 bits and a KEYLEN code 1 after it (the
+ * length unchanged), by the 10 bits that begin with the LCP code (FORMAT.md
+ * §3.1, §6.2): the two codes' length in the low byte, the LCP difference
+ * they encode above it (an arithmetic shift by 8 gives it); 0 for a longer
+ * LCP code or another KEYLEN code.
+ */
+#define LS_Z(i) ((i) >= 512 ? 0 : (i) >= 256 ? 1 : (i) >= 128 ? 2 : 3)
+#define LS_N(i) (2 * LS_Z(i) + 3)             /* the LCP code's bits */
+#define LS_V(i) (((i) >> (10 - LS_N(i))) - 4) /* the zigzagged difference */
+#define LS_D(i) ((LS_V(i) & 1) ? -((LS_V(i) + 1) / 2) : LS_V(i) / 2)
+#define LS_E(i)                                                                \
+	((i) >= 64 && ((i) >> (9 - LS_N(i))) & 1 ? LS_D(i) * 256 + LS_N(i) + 1 \
+	                                         : 0)
+#define LS_4(i)   LS_E(i), LS_E((i) + 1), LS_E((i) + 2), LS_E((i) + 3)
+#define LS_16(i)  LS_4(i), LS_4((i) + 4), LS_4((i) + 8), LS_4((i) + 12)
+#define LS_64(i)  LS_16(i), LS_16((i) + 16), LS_16((i) + 32), LS_16((i) + 48)
+#define LS_256(i) LS_64(i), LS_64((i) + 64), LS_64((i) + 128), LS_64((i) + 192)
+static const int32_t lcp_short[1024] = {LS_256(0), LS_256(256), LS_256(512),
+                                        LS_256(768)};
+#undef LS_256
+#undef LS_64
+#undef LS_16
+#undef LS_4
+#undef LS_E
+#undef LS_D
+#undef LS_V
+#undef LS_N
+#undef LS_Z
+
+/*
  * The rest of a record decoded in line, from bit t on, whose top `valid`
  * bits (9 or more) the window w3 holds: the kind bit (typed), VALLEN
  * relative to vref, the value. False when the code does not lie in those
@@ -1552,34 +1582,42 @@ static SPECIALIZED bool tin_next_fast(tin *b, bool typed)
 		return false;
 	const uint8_t *s = b->s;
 	uint64_t w = bits57(s, pos), d1, d2;
-	unsigned n1 = eg_window(w, 57, 2, &d1), n2 = 1;
-	if (n1 == 0)
-		return false;
-	uint64_t lcp = seg_unzigzag(b->flcp, d1), klen = len;
 	/* below lim: the new key has a bit at lcp (klen > lcp), and the
 	 * previous key's word at lcp is in its buffer (lcp < mlen, or
 	 * lcp <= mlen = len); usually the key's length is unchanged (the
 	 * code 1), and then mlen <= len = klen makes lim mlen */
-	uint64_t lim = b->mlen;
+	uint64_t lim = b->mlen, lcp, klen = len, h;
 	bool ends = false; /* the previous key ends at lcp */
-	if (__builtin_expect(!((w << n1) >> 63), 0)) {
-		if ((n2 = eg_window(w << n1, 57 - n1, 0, &d2)) == 0)
+	int32_t e = lcp_short[w >> 54];
+	if (__builtin_expect(e != 0, 1)) { /* short LCP code, KEYLEN 1 */
+		lcp = b->flcp + (uint64_t)(int64_t)(e >> 8);
+		h = (uint64_t)(e & 0xff);
+	} else {
+		unsigned n1 = eg_window(w, 57, 2, &d1), n2 = 1;
+		if (n1 == 0)
 			return false;
-		/* KEYLEN's previous value is the key's length */
-		klen = seg_unzigzag(len, d2);
-		if (lcp > len || klen > b->max_len)
-			return false;
-		ends = lcp == len;
-		lim = lim < len ? lim : UINT64_MAX; /* whole: lcp <= len */
-		lim = lim < klen ? lim : klen;
-		/* set before the record is taken: where it is not, the
-		 * restart or the slow path that takes it sets them again */
-		if (klen)
-			tin_key_end(b, klen);
+		lcp = seg_unzigzag(b->flcp, d1);
+		if (!((w << n1) >> 63)) {
+			if ((n2 = eg_window(w << n1, 57 - n1, 0, &d2)) == 0)
+				return false;
+			/* KEYLEN's previous value is the key's length */
+			klen = seg_unzigzag(len, d2);
+			if (lcp > len || klen > b->max_len)
+				return false;
+			ends = lcp == len;
+			lim = lim < len ? lim : UINT64_MAX; /* lcp <= len */
+			lim = lim < klen ? lim : klen;
+			/* set before the record is taken: where it is not,
+			 * the restart or the slow path that takes it sets
+			 * them again */
+			if (klen)
+				tin_key_end(b, klen);
+		}
+		h = n1 + n2;
 	}
 	if (lim <= lcp)
 		return false;
-	uint64_t h = n1 + n2, x = pos + h; /* the suffix's first bit */
+	uint64_t x = pos + h; /* the suffix's first bit */
 	uint64_t j = lcp / 64, slen = klen - lcp;
 	unsigned off = (unsigned)(lcp % 64);
 	uint8_t *k = b->key + 8 * j;
@@ -2028,25 +2066,56 @@ static SPECIALIZED void tout_done(tout *o, const tin *b, uint64_t lcp)
 		o->max_len = b->len;
 }
 
+/*
+ * The delta-EG2 code of an LCP difference d in [-LE_BIAS, LE_BIAS) and the
+ * KEYLEN code 1 after it (the length unchanged), by d + LE_BIAS: the two
+ * codes above the low byte, their length in it (FORMAT.md §3.1, §6.2).
+ */
+#define LE_BIAS 32
+#define LE_Z(d) ((d) >= 0 ? 2 * (d) : -2 * (d)-1) /* zigzagged */
+#define LE_N(x)                                                                \
+	((x) >= 64 ? 11 : (x) >= 32 ? 9 : (x) >= 16 ? 7 : (x) >= 8 ? 5 : 3)
+#define LE_E(i)                                                                \
+	((uint32_t)((LE_Z((i)-LE_BIAS) + 4) << 1 | 1) << 8 |                   \
+	 (LE_N(LE_Z((i)-LE_BIAS) + 4) + 1))
+#define LE_4(i)  LE_E(i), LE_E((i) + 1), LE_E((i) + 2), LE_E((i) + 3)
+#define LE_16(i) LE_4(i), LE_4((i) + 4), LE_4((i) + 8), LE_4((i) + 12)
+static const uint32_t lcp_codes[2 * LE_BIAS] = {LE_16(0), LE_16(16), LE_16(32),
+                                                LE_16(48)};
+#undef LE_16
+#undef LE_4
+#undef LE_E
+#undef LE_N
+#undef LE_Z
+
 /* A record that is not a restart, with room for it: its key and value
  * below BIT_REC bytes, so every code below 2^32. */
 static SPECIALIZED void tout_usual(tout *o, tin *b, bool typed)
 {
 	fast_bw *bw = &o->bw;
 	uint64_t lcp = b->lcp, len = b->len, vlen = b->vlen;
-	unsigned n1, n2;
-	uint64_t x1 = seg_eg_code(seg_zigzag(lcp, o->flcp), 2, &n1), x2 = 1;
-	n2 = 1; /* usually the key's length is unchanged: the code 1 */
-	if (__builtin_expect(len != o->prev_len, 0))
-		x2 = seg_eg_code(seg_zigzag(len, o->prev_len), 0, &n2);
-	/* the two codes in one put, put with what follows where it fits
-	 * (below); in two, the second put so */
-	uint64_t codes = x1 << n2 | x2;
-	unsigned nc = n1 + n2;
-	if (nc > 56) {
-		fbw_put(bw, x1, n1);
-		codes = x2;
-		nc = n2;
+	uint64_t codes, di = lcp - o->flcp + LE_BIAS;
+	unsigned nc;
+	if (__builtin_expect(di < 2 * LE_BIAS && len == o->prev_len, 1)) {
+		/* usually: a small LCP difference, the length unchanged */
+		uint32_t e = lcp_codes[di];
+		codes = e >> 8;
+		nc = e & 0xff;
+	} else {
+		unsigned n1, n2 = 1;
+		uint64_t x1 = seg_eg_code(seg_zigzag(lcp, o->flcp), 2, &n1);
+		uint64_t x2 = 1; /* the length unchanged: the code 1 */
+		if (len != o->prev_len)
+			x2 = seg_eg_code(seg_zigzag(len, o->prev_len), 0, &n2);
+		/* the two codes in one put, put with what follows where it
+		 * fits (below); in two, the second put so */
+		codes = x1 << n2 | x2;
+		nc = n1 + n2;
+		if (nc > 56) {
+			fbw_put(bw, x1, n1);
+			codes = x2;
+			nc = n2;
+		}
 	}
 	/*
 	 * The usual record: the rest is a copy of the input's. The last
