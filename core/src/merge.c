@@ -1393,9 +1393,10 @@ static inline void tin_fill(tin *b)
  * bits that begin with one: its length in the low byte (0 for a longer
  * code), the difference it encodes plus VALLEN_BIAS above it. With typed
  * framing, vallen_short has the kind bit and such a code after a value of
- * r <= BIT_SHORT bytes, by r and the 9 bits from the kind bit: VALLEN in
- * the low byte, the code's length above it, VS_TOMB for a tombstone (kind
- * bit 0); 0 for a longer code or a length below 0.
+ * r <= BIT_SHORT bytes, by r and the 9 bits from the kind bit: the bits
+ * from the kind bit to the value's end (the kind bit, the code, the value)
+ * in the low byte, VALLEN above it, VS_TOMB for a tombstone (kind bit 0,
+ * 1 bit in all); 0 for a longer code or a length below 0.
  */
 #define VALLEN_BIAS 128
 #define VS_TOMB_BIT 12
@@ -1412,9 +1413,10 @@ static inline void tin_fill(tin *b)
 static const uint32_t vallen_codes[256] = {VC_64(0), VC_64(64), VC_64(128),
                                            VC_64(192)};
 #define VS_E(r, i)                                                             \
-	((i) < 256 ? VS_TOMB                                                   \
+	((i) < 256 ? (uint16_t)(VS_TOMB | 1)                                   \
 	 : VC_N((i)-256) && (r) + VC_D((i)-256) >= 0                           \
-	     ? (uint16_t)(VC_N((i)-256) << 8 | ((r) + VC_D((i)-256)))          \
+	     ? (uint16_t)(((r) + VC_D((i)-256)) << 8 |                         \
+	                  (1 + VC_N((i)-256) + 8 * ((r) + VC_D((i)-256))))     \
 	     : (uint16_t)0)
 #define VS_4(r, i)                                                             \
 	VS_E(r, i), VS_E(r, (i) + 1), VS_E(r, (i) + 2), VS_E(r, (i) + 3)
@@ -1487,7 +1489,7 @@ static SPECIALIZED bool tin_tail(const tin *b, uint64_t t, uint64_t w3,
                                  bool typed, bool bounded, bool *tomb,
                                  uint64_t *vlen, uint64_t *end)
 {
-	uint64_t d3 = 0, v = 0, w0 = w3;
+	uint64_t d3 = 0, v = 0, w0 = w3, adv; /* the bits from t to the end */
 	bool tb = typed && !(w3 >> 63);
 	unsigned n3 = 0;
 	w3 <<= typed;
@@ -1501,6 +1503,7 @@ static SPECIALIZED bool tin_tail(const tin *b, uint64_t t, uint64_t w3,
 			if (n3 == 0)
 				return false;
 		}
+		adv = typed + n3 + 8 * v; /* 8 * v: see below */
 	} else {
 		/* after a short value: a VALLEN code of up to 8 bits from a
 		 * table, with typed framing the kind bit with it, with no
@@ -1511,13 +1514,14 @@ static SPECIALIZED bool tin_tail(const tin *b, uint64_t t, uint64_t w3,
 		if (typed) {
 			unsigned e = vallen_short[vref][w0 >> 55];
 			tb = e >> VS_TOMB_BIT; /* the highest bit */
-			n3 = (e >> 8) & 15;
-			v = e & 0xff;
+			v = (e >> 8) & 15;
+			adv = e & 0xff;
 			table = e != 0;
 		} else {
 			uint32_t e = vallen_codes[w3 >> 56];
 			n3 = e & 0xff;
 			v = vref + (e >> 8) - VALLEN_BIAS;
+			adv = n3 + 8 * v;
 			table = n3 != 0;
 		}
 		if (__builtin_expect(!table, 0)) {
@@ -1525,19 +1529,19 @@ static SPECIALIZED bool tin_tail(const tin *b, uint64_t t, uint64_t w3,
 			v = seg_unzigzag(vref, d3);
 			if (n3 == 0)
 				return false;
+			adv = typed + n3 + 8 * v;
 		}
 	}
 	/* key and value within BIT_REC bytes: usually known from the
-	 * input's longest key */
+	 * input's longest key (so 8 * v above did not wrap) */
 	if (__builtin_expect(v > b->vmax, 0) &&
 	    (v > BIT_REC || klen / 8 + v > BIT_REC))
 		return false;
-	uint64_t vpos = t + typed + n3; /* 8 * v <= 8 * BIT_REC */
-	if (!bounded && b->end - vpos < 8 * v + BIT_SPARE)
+	if (!bounded && b->end - t < adv + BIT_SPARE)
 		return false;
 	*tomb = tb;
 	*vlen = v;
-	*end = vpos + 8 * v;
+	*end = t + adv;
 	return true;
 }
 
@@ -2016,7 +2020,9 @@ static SPECIALIZED void tout_short(tout *o, const tin *b, bool typed,
                                    uint64_t codes, unsigned nc, uint64_t from,
                                    uint64_t slen)
 {
-	fast_bw *bw = &o->bw;
+	/* the writer's state in registers between the puts: GCC stored it
+	 * after each */
+	fast_bw lbw = o->bw, *bw = &lbw;
 	/* one put (see the caller) */
 	tout_code_bits(bw, codes, nc, b->s, from, slen);
 	/* all ones for a tombstone: selects with masks (with ?: on the
@@ -2040,6 +2046,7 @@ static SPECIALIZED void tout_short(tout *o, const tin *b, bool typed,
 	}
 	/* one put, but after a long value (a long VALLEN code) */
 	tout_code_bits(bw, code, (unsigned)cnt, b->s, tin_vpos(b), vb);
+	o->bw = lbw;
 	o->tombstones += t;
 	o->fvlen = vlen ^ ((vlen ^ o->fvlen) & tm);
 }
@@ -2055,15 +2062,21 @@ static void tout_fields(tout *o, tin *b, bool typed)
 	tout_tail(o, b, typed);
 }
 
-/* The output's state after a record of b whose LCP field is lcp. */
+/* The output's state after a record of b whose LCP field is lcp, but for
+ * its key's length (tout_len). */
 static SPECIALIZED void tout_done(tout *o, const tin *b, uint64_t lcp)
 {
 	o->flcp = lcp;
-	o->prev_len = b->len;
 	o->key_bits += b->len;
 	o->value_bytes += b->vlen;
-	if (b->len > o->max_len)
-		o->max_len = b->len;
+}
+
+/* The output's KEYLEN state after a key of len bits. */
+static SPECIALIZED void tout_len(tout *o, uint64_t len)
+{
+	o->prev_len = len;
+	if (len > o->max_len)
+		o->max_len = len;
 }
 
 /*
@@ -2105,8 +2118,10 @@ static SPECIALIZED void tout_usual(tout *o, tin *b, bool typed)
 		unsigned n1, n2 = 1;
 		uint64_t x1 = seg_eg_code(seg_zigzag(lcp, o->flcp), 2, &n1);
 		uint64_t x2 = 1; /* the length unchanged: the code 1 */
-		if (len != o->prev_len)
+		if (len != o->prev_len) {
 			x2 = seg_eg_code(seg_zigzag(len, o->prev_len), 0, &n2);
+			tout_len(o, len);
+		}
 		/* the two codes in one put, put with what follows where it
 		 * fits (below); in two, the second put so */
 		codes = x1 << n2 | x2;
@@ -2251,6 +2266,7 @@ static SPECIALIZED bool tout_try_restart(tfast *f, tin *b, bool typed)
 	o->fvlen = 0; /* the field states restart from 0 */
 	tout_tail(o, b, typed);
 	tout_done(o, b, 0);
+	tout_len(o, len);
 	o->until_restart = o->K - 1;
 	room--;
 	o->granted = o->budget =
