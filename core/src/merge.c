@@ -1573,8 +1573,9 @@ static SPECIALIZED void tin_set(tin *b, uint64_t klen, uint64_t lcp,
  * previous key has a 0 or ends: the LCP is whole and the key larger), key
  * and value within BIT_REC bytes, and BIT_SPARE bits of stream after the
  * value. False (b unchanged) otherwise. typed: the framing as a constant.
+ * See tin_next_fast for the budget.
  */
-static SPECIALIZED bool tin_next_fast(tin *b, bool typed)
+static SPECIALIZED bool tin_next_in(tin *b, bool typed)
 {
 	uint64_t pos = b->pos, len = b->len;
 	/* below safe the windows at pos, at the suffix and after it lie in
@@ -1582,7 +1583,7 @@ static SPECIALIZED bool tin_next_fast(tin *b, bool typed)
 	 * and value with BIT_SPARE bits after it: the codes before the
 	 * suffix take at most 114 bits, the suffix at most max_len, the
 	 * kind bit and VALLEN 58 */
-	if (b->budget == 0 || pos >= b->safe)
+	if (pos >= b->safe)
 		return false;
 	const uint8_t *s = b->s;
 	uint64_t w = bits57(s, pos), d1, d2;
@@ -1668,8 +1669,22 @@ static SPECIALIZED bool tin_next_fast(tin *b, bool typed)
 		b->mlen = klen;
 	}
 	tin_set(b, klen, lcp, lcp, x, tomb, vlen, end);
-	b->budget--;
 	return true;
+}
+
+/* tin_next_in inside b's budget: the budget is taken first (a subtraction
+ * and a branch on its borrow, not a load, a test and a store) and given
+ * back where the record is not taken. */
+static SPECIALIZED bool tin_next_fast(tin *b, bool typed)
+{
+	if (__builtin_sub_overflow(b->budget, 1, &b->budget)) {
+		b->budget = 0;
+		return false;
+	}
+	if (__builtin_expect(tin_next_in(b, typed), 1))
+		return true;
+	b->budget++;
+	return false;
 }
 
 /*
@@ -1987,14 +2002,16 @@ static SPECIALIZED void tout_tail(tout *o, const tin *b, bool typed)
 /*
  * With typed framing, the kind bit and the VALLEN code of a value of v <=
  * BIT_SHORT bytes after one of r <= BIT_SHORT bytes, by r and v (7 for a
- * tombstone: the kind bit 0): the code above the low byte, its length in
- * it (FORMAT.md §3.1, §6.2).
+ * tombstone: the kind bit 0): the code in bits 8 to 15, its length in the
+ * low byte, VALLEN's state after it (v, or r after a tombstone) above
+ * (FORMAT.md §3.1, §6.2).
  */
 #define TS_Z(r, v) ((v) >= (r) ? 2 * ((v) - (r)) : 2 * ((r) - (v)) - 1)
 #define TS_N(z)    ((z) + 1 >= 8 ? 7 : (z) + 1 >= 4 ? 5 : (z) + 1 >= 2 ? 3 : 1)
 #define TS_E(r, v)                                                             \
-	((v) == 7 ? 1u                                                         \
-	          : (1u << TS_N(TS_Z(r, v)) | (TS_Z(r, v) + 1)) << 8 |         \
+	((v) == 7 ? (uint32_t)(r) << 16 | 1u                                   \
+	          : (uint32_t)(v) << 16 |                                      \
+	                (1u << TS_N(TS_Z(r, v)) | (TS_Z(r, v) + 1)) << 8 |     \
 	                (TS_N(TS_Z(r, v)) + 1))
 #define TS_ROW(r)                                                              \
 	{                                                                      \
@@ -2031,24 +2048,26 @@ static SPECIALIZED void tout_short(tout *o, const tin *b, bool typed,
 	 * is our guess) */
 	uint64_t t = typed ? (uint64_t)b->tomb : 0, tm = 0 - t;
 	uint64_t vlen = b->vlen, vb = 8 * vlen; /* 0 for a tombstone */
-	uint64_t code, cnt;
+	uint64_t code, cnt, fvlen;
 	if (typed && o->fvlen <= BIT_SHORT) {
 		/* after a short value, from a table */
 		uint32_t e = tail_short[o->fvlen][vlen + 7 * t];
-		code = e >> 8;
+		code = (e >> 8) & 0xff;
 		cnt = e & 0xff;
+		fvlen = e >> 16;
 	} else {
 		unsigned n3;
 		uint64_t x3 = seg_eg_code(seg_zigzag(vlen, o->fvlen), 0, &n3);
 		uint64_t cn = n3 + typed;
 		code = ((uint64_t)typed << n3 | x3) & ~tm;
 		cnt = cn - ((cn - 1) & tm); /* 1: the kind */
+		fvlen = vlen ^ ((vlen ^ o->fvlen) & tm);
 	}
 	/* one put, but after a long value (a long VALLEN code) */
 	tout_code_bits(bw, code, (unsigned)cnt, b->s, tin_vpos(b), vb);
 	o->bw = lbw;
 	o->tombstones += t;
-	o->fvlen = vlen ^ ((vlen ^ o->fvlen) & tm);
+	o->fvlen = fvlen;
 }
 
 /* The rest of a record field by field: the suffix from the key, then the
