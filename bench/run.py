@@ -232,6 +232,7 @@ def metadata(args, bench, variants, workloads, csv_path, schedule):
         "processes": args.processes,
         "warmups": args.warmups,
         "iterations": args.iterations,
+        "cpu": args.cpu,
         "variants": {name: p.path for name, p in variants},
         "workloads": workloads,
         "host": {
@@ -293,8 +294,13 @@ def run_one(run, args, bench, writer, tmpdir):
            "--variant", run["variant"], "--warmups", str(args.warmups),
            "--iterations", str(args.iterations),
            "--process", str(run["process"])]
+    pin = None
+    if args.cpu is not None:
+        def pin():
+            os.sched_setaffinity(0, {args.cpu})
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True,
+                              preexec_fn=pin)
     finally:
         exe.unlink()
         exe.parent.rmdir()
@@ -586,6 +592,9 @@ def main():
                          "(default 1)")
     ap.add_argument("-n", "--iterations", type=int, default=5,
                     help="measured observations per process (default 5)")
+    ap.add_argument("--cpu", type=int, metavar="N",
+                    help="run every process on CPU N only (see "
+                         "bench/README.md, Method)")
     ap.add_argument("--csv", type=Path,
                     help="output CSV (default bench/results/"
                          "<bench>-<UTC timestamp>.csv)")
@@ -617,6 +626,9 @@ def main():
         return
     if args.processes < 1 or args.iterations < 1 or args.warmups < 0:
         die("--processes and --iterations must be >= 1, --warmups >= 0")
+    if args.cpu is not None and args.cpu not in os.sched_getaffinity(0):
+        die(f"--cpu {args.cpu}: not a CPU this process may run on "
+            f"({sorted(os.sched_getaffinity(0))})")
 
     bench, variants, workloads = resolve(args)
     if args.baseline and args.baseline not in [n for n, _ in variants]:

@@ -119,5 +119,44 @@ class Targets(unittest.TestCase):
             os.unlink(f.name)
 
 
+# A benchmark program for run.py: lists one workload and one variant, and
+# as its one measured value prints how many CPUs it may run on.
+FAKE = """#!/usr/bin/env python3
+import os, sys
+a = sys.argv[1:]
+if a == ["--list"]:
+    print("bench fake"); print("workload w"); print("variant v")
+    sys.exit(0)
+p = a[a.index("--process") + 1]
+print("bench,workload,variant,process,iteration,warmup,metric,value,unit")
+print("fake,w,v,%s,0,0,cpus,%d,count" % (p, len(os.sched_getaffinity(0))))
+"""
+
+
+class Cpu(unittest.TestCase):
+    def run_fake(self, *extra):
+        with tempfile.TemporaryDirectory() as d:
+            prog = os.path.join(d, "fake")
+            with open(prog, "w") as f:
+                f.write(FAKE)
+            os.chmod(prog, 0o755)
+            out = os.path.join(d, "out.csv")
+            sys.argv = ["run.py", "-p", "2", "-w", "0", "-n", "1",
+                        "--csv", out, *extra, prog]
+            run.main()
+            return [r["value"] for r in run.read_csv(out)]
+
+    def test_cpu_pins_every_process(self):
+        cpu = min(os.sched_getaffinity(0))
+        self.assertEqual(self.run_fake("--cpu", str(cpu)), ["1", "1"])
+        free = str(len(os.sched_getaffinity(0)))
+        self.assertEqual(self.run_fake(), [free, free])
+
+    def test_cpu_not_allowed_is_an_error(self):
+        with self.assertRaises(SystemExit) as e:
+            self.run_fake("--cpu", str(max(os.sched_getaffinity(0)) + 1))
+        self.assertEqual(e.exception.code, 1)
+
+
 if __name__ == "__main__":
     unittest.main()
