@@ -1415,7 +1415,7 @@ static const uint32_t vallen_codes[256] = {VC_64(0), VC_64(64), VC_64(128),
 #define VS_E(r, i)                                                             \
 	((i) < 256 ? (uint16_t)(VS_TOMB | 1)                                   \
 	 : VC_N((i)-256) && (r) + VC_D((i)-256) >= 0                           \
-	     ? (uint16_t)(((r) + VC_D((i)-256)) << 8 |                         \
+	     ? (uint16_t)((unsigned)((r) + VC_D((i)-256)) << 8 |               \
 	                  (1 + VC_N((i)-256) + 8 * ((r) + VC_D((i)-256))))     \
 	     : (uint16_t)0)
 #define VS_4(r, i)                                                             \
