@@ -147,6 +147,9 @@ class Cpu(unittest.TestCase):
             return [r["value"] for r in run.read_csv(out)]
 
     def test_cpu_pins_every_process(self):
+        if len(os.sched_getaffinity(0)) < 2:
+            self.skipTest("one CPU: a pinned process cannot be told from "
+                          "one that is not")
         cpu = min(os.sched_getaffinity(0))
         self.assertEqual(self.run_fake("--cpu", str(cpu)), ["1", "1"])
         free = str(len(os.sched_getaffinity(0)))

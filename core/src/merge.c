@@ -1307,11 +1307,18 @@ static void tin_grant(tin *b)
 	b->granted = b->budget = to_restart < b->left ? to_restart : b->left;
 }
 
+/* The mask of a key's bits in its last word, (len - 1) / 64, for a key
+ * of len >= 1 bits. */
+static inline uint64_t last_word_mask(uint64_t len)
+{
+	return ~(uint64_t)0 << (63 - (len - 1) % 64);
+}
+
 /* b's lastw and lmask for a key of len >= 1 bits. */
 static inline void tin_key_end(tin *b, uint64_t len)
 {
 	b->lastw = (len - 1) / 64;
-	b->lmask = ~(uint64_t)0 << (64 - (len - 64 * b->lastw));
+	b->lmask = last_word_mask(len);
 }
 
 /* The current record's value and the bits after it, from the cursor's
@@ -1366,9 +1373,8 @@ static __attribute__((noinline)) void tin_fill_rest(tin *b)
 	uint64_t last = (b->len - 1) / 64, y = b->kx;
 	for (uint64_t j = b->mlen / 64; j < last; j++, y += 64)
 		kvs_store_be64(b->key + 8 * j, bits64(b->s, y));
-	unsigned in_word = (unsigned)(b->len - 64 * last); /* 1..64 */
 	kvs_store_be64(b->key + 8 * last,
-	               bits64(b->s, y) & (~(uint64_t)0 << (64 - in_word)));
+	               bits64(b->s, y) & last_word_mask(b->len));
 	b->mlen = b->len;
 }
 
@@ -1730,15 +1736,13 @@ static SPECIALIZED bool tin_restart(tin *b, bool typed)
 	if (!tin_tail(b, x + klen, bits57(s, x + klen), 57, klen, 0, typed,
 	              false, &tomb, &vlen, &end))
 		return false;
-	uint64_t last = (klen - 1) / 64;
+	tin_key_end(b, klen);
+	uint64_t last = b->lastw;
 	for (uint64_t j = 0; j < last; j++)
 		kvs_store_be64(b->key + 8 * j, bits64(s, x + 64 * j));
-	unsigned valid = (unsigned)(klen - 64 * last); /* 1..64 */
-	kvs_store_be64(b->key + 8 * last, bits64(s, x + 64 * last) &
-	                                      (~(uint64_t)0 << (64 - valid)));
+	kvs_store_be64(b->key + 8 * last, bits64(s, x + 64 * last) & b->lmask);
 	b->fvlen = 0; /* the field states restart from 0 */
 	b->mlen = klen;
-	tin_key_end(b, klen);
 	tin_set(b, klen, lcp, 0, x, tomb, vlen, end);
 	return true;
 }
