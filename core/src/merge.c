@@ -2527,9 +2527,11 @@ static kvs_status merge_two(merge *m)
 	if (!out_byte && w->default_codes && a->profile == KVS_PROFILE_BIT &&
 	    a->default_codes && b->profile == KVS_PROFILE_BIT &&
 	    b->default_codes)
-		return !bits_fast_fits(m)        ? merge_two_bit(m)
-		       : m->opt->drop_tombstones ? merge_two_bits_drop(m)
-		                                 : merge_two_bits_fast(m);
+		return !bits_fast_fits(m) ? merge_two_bit(m)
+		       : m->opt->drop_tombstones &&
+		               w->opt.framing == KVS_FRAMING_TYPED
+		           ? merge_two_bits_drop(m)
+		           : merge_two_bits_fast(m);
 	if (out_byte)
 		return merge_two_with(m, IN_ANY, KVS_PROFILE_BYTE,
 		                      seg_default_fields);
