@@ -673,14 +673,16 @@ static SPECIALIZED bool bin_next_fast(bin *b, bool typed)
 		if (vlen + 16 > (uint64_t)(b->end - q))
 			return false;
 	}
-	/* the suffix, in whole words at multiples of 8 (see decode_byte) */
-	uint64_t back = lcp & 7, a = lcp - back;
-	const uint8_t *src = s - back;
-	uint64_t keep = ((uint64_t)1 << (8 * back)) - 1;
-	kvs_store_le64(b->key + a, (kvs_load_le64(b->key + a) & keep) |
-	                               (kvs_load_le64(src) & ~keep));
-	for (uint64_t i = 8; i < slen + back; i += 8)
-		kvs_store_le64(b->key + a + i, kvs_load_le64(src + i));
+	/* The suffix, in words from the LCP on: 16 bytes, then the rest (the
+	 * key buffer has 16 bytes to spare). Whole words at multiples of 8,
+	 * as decode_byte stores them (so that the compare's loads of such
+	 * words are forwarded from one store), took a masked first word and
+	 * a loop: with the compare on ranks, which loads no key, those cost
+	 * 5-11% more time in the loop (typed-byte, raw-byte and 4-way rows). */
+	kvs_store_le64(b->key + lcp, kvs_load_le64(s));
+	kvs_store_le64(b->key + lcp + 8, kvs_load_le64(s + 8));
+	for (uint64_t i = 16; i < slen; i += 8)
+		kvs_store_le64(b->key + lcp + i, kvs_load_le64(s + i));
 	b->lcp = lcp;
 	b->rank = ~lcp << 8 | s[0];
 	b->vh = vh;
