@@ -441,7 +441,7 @@ typedef struct bin { /* one input */
 	const uint8_t *p, *end; /* the next record; the stream's end */
 	uint8_t *key;           /* the current key: the cursor's buffer */
 	uint64_t len, lcp;      /* its length; its LCP with the last output */
-	uint64_t rank;          /* ~lcp << 8 | key[lcp] (see heads_cmp) */
+	uint64_t rank; /* lcp_rank(lcp, key[lcp]), in the two-input loop */
 	uint64_t vh, vlen;      /* its value header and value length */
 	const uint8_t *value;   /* 16 readable bytes when vlen <= 16 */
 	uint64_t budget;        /* records to take in line before looking */
@@ -534,11 +534,18 @@ static SPECIALIZED uint64_t heads_lcp(const bin *a, const bin *b, int *cmp)
 	return key_lcp_from(a->key, a->len, b->key, b->len, m, cmp) / 8;
 }
 
+/* The rank of a key whose LCP with the last output key is lcp and whose
+ * byte there is byte (see heads_cmp). */
+static inline uint64_t lcp_rank(uint64_t lcp, unsigned byte)
+{
+	return ~lcp << 8 | byte;
+}
+
 /* b's LCP with the last output key, and the rank it gives b. */
 static SPECIALIZED void bin_set_lcp(bin *b, uint64_t lcp)
 {
 	b->lcp = lcp;
-	b->rank = ~lcp << 8 | b->key[lcp];
+	b->rank = lcp_rank(lcp, b->key[lcp]);
 }
 
 /*
@@ -554,8 +561,9 @@ static SPECIALIZED void bin_set_lcp(bin *b, uint64_t lcp)
  * keys leave P at the same place with the same byte): the keys are
  * compared from there, and the loser gets its LCP with the winner. Against
  * heads_lcp, which takes the smaller LCP and loads both keys' bytes there
- * and whose caller stores the loser's LCP, 1.5-3.5% less time in the byte
- * loop (typed-byte, grid and merge-disjoint rows).
+ * and whose caller stores the loser's LCP, 0.5-4.4% less time in the byte
+ * loop (typed-byte, grid and merge-disjoint rows; none on
+ * merge-overlap-hash-6).
  */
 static SPECIALIZED int heads_cmp(bin *a, bin *b)
 {
@@ -645,10 +653,11 @@ static SPECIALIZED unsigned bin_vh(const uint8_t *q, uint64_t *v)
  * value header of one or two bytes if any, and 16 bytes of stream to spare
  * after the value (and room for a record of the previous lengths and 64
  * bytes more, which covers the header, the suffix's words and the value
- * header). False (b unchanged) otherwise. typed is b->typed as a constant.
+ * header). False (b unchanged) otherwise. typed is b->typed as a constant;
+ * ranked: set b->rank (the two-input loop; under the tree it goes unread).
  * FORMAT.md §6.1.
  */
-static SPECIALIZED bool bin_next_fast(bin *b, bool typed)
+static SPECIALIZED bool bin_next_fast(bin *b, bool typed, bool ranked)
 {
 	const uint8_t *p = b->p;
 	uint64_t len = b->len, vh = b->vh, vlen = b->vlen;
@@ -677,14 +686,16 @@ static SPECIALIZED bool bin_next_fast(bin *b, bool typed)
 	 * key buffer has 16 bytes to spare). Whole words at multiples of 8,
 	 * as decode_byte stores them (so that the compare's loads of such
 	 * words are forwarded from one store), took a masked first word and
-	 * a loop: with the compare on ranks, which loads no key, those cost
-	 * 5-11% more time in the loop (typed-byte, raw-byte and 4-way rows). */
+	 * a loop: with the compare on ranks, which loads no key, the loop
+	 * takes 5-13% less time without them (typed-byte, raw-byte; 0-6%
+	 * with four inputs). */
 	kvs_store_le64(b->key + lcp, kvs_load_le64(s));
 	kvs_store_le64(b->key + lcp + 8, kvs_load_le64(s + 8));
 	for (uint64_t i = 16; i < slen; i += 8)
 		kvs_store_le64(b->key + lcp + i, kvs_load_le64(s + i));
 	b->lcp = lcp;
-	b->rank = ~lcp << 8 | s[0];
+	if (ranked)
+		b->rank = lcp_rank(lcp, s[0]);
 	b->vh = vh;
 	b->vlen = vlen;
 	b->value = q;
@@ -724,7 +735,7 @@ static bool bin_restart(bin *b, uint64_t max_len)
 		kvs_store_le64(b->key + i, kvs_load_le64(k + i));
 	b->len = len;
 	b->lcp = lcp;
-	b->rank = ~lcp << 8 | k[lcp];
+	b->rank = lcp_rank(lcp, k[lcp]);
 	b->vh = vh;
 	b->vlen = vlen;
 	b->value = q;
@@ -800,9 +811,9 @@ static SPECIALIZED bool bin_next_restart(bin *b)
 
 /* Moves input i to its next record; *live false when it has none. */
 static SPECIALIZED kvs_status bin_advance(fast *f, size_t i, bool *live,
-                                          bool typed)
+                                          bool typed, bool ranked)
 {
-	if (__builtin_expect(bin_next_fast(&f->in[i], typed), 1) ||
+	if (__builtin_expect(bin_next_fast(&f->in[i], typed, ranked), 1) ||
 	    bin_next_restart(&f->in[i]))
 		return KVS_OK;
 	return bin_next_slow(f, i, live);
@@ -1148,16 +1159,18 @@ static SPECIALIZED kvs_status merge_two_bytes_with(merge *m, bool typed,
 		bin_set_lcp(b, l);
 	else if (cmp > 0)
 		bin_set_lcp(a, l);
-	if (cmp >= 0 && (st = bin_advance(&f, 1, &live[1], typed)) != KVS_OK)
+	if (cmp >= 0 &&
+	    (st = bin_advance(&f, 1, &live[1], typed, true)) != KVS_OK)
 		goto out;
 	if (cmp == 0)
 		m->st.replaced++;
-	if (cmp <= 0 && (st = bin_advance(&f, 0, &live[0], typed)) != KVS_OK)
+	if (cmp <= 0 &&
+	    (st = bin_advance(&f, 0, &live[0], typed, true)) != KVS_OK)
 		goto out;
 	/* Moves input i on; an input's end (found out of line) ends the loop. */
 #define FAST_ADVANCE(i)                                                        \
 	do {                                                                   \
-		if (!bin_next_fast(&in[i], typed) &&                           \
+		if (!bin_next_fast(&in[i], typed, true) &&                     \
 		    !bin_next_restart(&in[i])) {                               \
 			if ((st = bin_next_slow(&f, i, &live[i])) != KVS_OK)   \
 				goto out;                                      \
@@ -1221,7 +1234,8 @@ static SPECIALIZED kvs_status merge_two_bytes_with(merge *m, bool typed,
 			continue;
 		}
 		FAST_PUT(r);
-		if ((st = bin_advance(&f, ri, &live[ri], typed)) != KVS_OK)
+		if ((st = bin_advance(&f, ri, &live[ri], typed, false)) !=
+		    KVS_OK)
 			goto out;
 	}
 #undef FAST_PUT
@@ -2963,12 +2977,12 @@ static SPECIALIZED kvs_status merge_tree_bytes_with(merge *m, bool typed,
 		              8;
 		if (cmp == 0) {
 			m->st.replaced++;
-			if ((st = bin_advance(&f, i, &live[i], typed)) !=
+			if ((st = bin_advance(&f, i, &live[i], typed, false)) !=
 			    KVS_OK)
 				goto out;
 		}
 	}
-	if ((st = bin_advance(&f, top, &live[top], typed)) != KVS_OK)
+	if ((st = bin_advance(&f, top, &live[top], typed, false)) != KVS_OK)
 		goto out;
 	for (size_t i = 0; i < n; i++)
 		m->tree[i] = EMPTY;
@@ -2995,7 +3009,7 @@ static SPECIALIZED kvs_status merge_tree_bytes_with(merge *m, bool typed,
 			}
 			last = i;
 		}
-		if ((st = bin_advance(&f, i, &live[i], typed)) != KVS_OK)
+		if ((st = bin_advance(&f, i, &live[i], typed, false)) != KVS_OK)
 			goto out;
 		tree_replay(m, f.in, live, i, false, bin_match);
 		for (;;) { /* older bindings of the round's key */
@@ -3005,7 +3019,7 @@ static SPECIALIZED kvs_status merge_tree_bytes_with(merge *m, bool typed,
 			    !live[j])
 				break;
 			m->st.replaced++;
-			if ((st = bin_advance(&f, j, &live[j], typed)) !=
+			if ((st = bin_advance(&f, j, &live[j], typed, false)) !=
 			    KVS_OK)
 				goto out;
 			tree_replay(m, f.in, live, j, false, bin_match);
