@@ -11,8 +11,11 @@
  * and the older bindings of that key are consumed.
  */
 #include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kvseg/cpu.h"
 #include "kvseg/merge.h"
@@ -137,10 +140,33 @@ static void replay(merge *m, size_t i)
 	m->tree[0] = winner;
 }
 
+/*
+ * How messages name input i: "input I (PATH)", or "input I" for a segment
+ * in memory; and when its file is now shorter than its mapping, the
+ * likely cause of bad data in an input whose CRC held when it was opened:
+ * the file was cut short under the mapping (the pages past the new end
+ * read as zeros, or fault).
+ */
+static void input_name(const kvs_segment *s, size_t i, char *out, size_t cap)
+{
+	const char *path = kvs_segment_path(s);
+	struct stat sb;
+	if (!path)
+		snprintf(out, cap, "input %zu", i);
+	else if (stat(path, &sb) == 0 && (uint64_t)sb.st_size < s->len)
+		snprintf(out, cap,
+		         "input %zu (%s, cut short: now %lld bytes, %zu when "
+		         "opened)",
+		         i, path, (long long)sb.st_size, s->len);
+	else
+		snprintf(out, cap, "input %zu (%s)", i, path);
+}
+
 static kvs_status input_failed(merge *m, size_t i, kvs_status st)
 {
-	return kvs_error_set(m->err, st,
-	                     "input %zu: record %" PRIu64 ": %s", i,
+	char name[PATH_MAX + 96];
+	input_name(m->cur[i]->seg, i, name, sizeof name);
+	return kvs_error_set(m->err, st, "%s: record %" PRIu64 ": %s", name,
 	                     kvs_cursor_ordinal(m->cur[i]), kvs_strerror(st));
 }
 
@@ -3114,6 +3140,17 @@ kvs_status kvs_merge(kvs_segment *const *inputs, size_t n,
 			    " tombstones of input %zu; keep typed framing or "
 			    "drop tombstones (a strong delete)",
 			    out_path, s->tombstones, i);
+		/* A damaged input must fail here: the output gets a CRC of
+		 * its own, which would certify whatever the merge read. */
+		kvs_error cerr;
+		if (kvs_segment_check_crc(s, &cerr) != KVS_OK) {
+			char name[PATH_MAX + 96];
+			input_name(s, i, name, sizeof name);
+			return kvs_error_set(err, KVS_E_CORRUPT,
+			                     "%s: %s: the input is damaged, "
+			                     "nothing was merged",
+			                     name, cerr.message);
+		}
 		m.total += s->records;
 		if (s->max_key_bits > max_key_bits)
 			max_key_bits = s->max_key_bits;

@@ -293,6 +293,7 @@ struct kvs_segment {
 	const uint8_t *data;
 	size_t len;
 	bool mapped;
+	char *path; /* as opened, for messages; NULL in memory */
 
 	kvs_profile profile;
 	kvs_framing framing;

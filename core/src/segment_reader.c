@@ -262,6 +262,7 @@ static kvs_status open_common(kvs_segment *s, kvs_segment **out,
 	if (st != KVS_OK) {
 		if (s->mapped)
 			munmap((void *)s->data, s->len);
+		free(s->path);
 		free(s);
 		return st;
 	}
@@ -292,40 +293,45 @@ kvs_status kvs_segment_open(kvs_segment **out, const char *path,
 	if (fd < 0)
 		return kvs_error_set(err, KVS_E_IO, "%s: %s", path,
 		                     strerror(errno));
+	kvs_status st = kvs_segment_open_fd(out, fd, path, err);
+	close(fd);
+	return st;
+}
+
+kvs_status kvs_segment_open_fd(kvs_segment **out, int fd, const char *path,
+                               kvs_error *err)
+{
+	*out = NULL;
 	struct stat stb;
-	if (fstat(fd, &stb) < 0) {
-		int e = errno;
-		close(fd);
-		return kvs_error_set(err, KVS_E_IO, "%s: %s", path, strerror(e));
-	}
-	if (!S_ISREG(stb.st_mode)) {
-		close(fd);
+	if (fstat(fd, &stb) < 0)
+		return kvs_error_set(err, KVS_E_IO, "%s: %s", path,
+		                     strerror(errno));
+	if (!S_ISREG(stb.st_mode))
 		return kvs_error_set(err, KVS_E_INVAL,
 		                     "%s: not a regular file", path);
-	}
-	if (stb.st_size < SEG_HEADER_BYTES) {
-		close(fd);
+	if (stb.st_size < SEG_HEADER_BYTES)
 		return kvs_error_set(err, KVS_E_CORRUPT,
 		                     "%s: file of %lld bytes is shorter than "
 		                     "the %d-byte header",
 		                     path, (long long)stb.st_size,
 		                     SEG_HEADER_BYTES);
-	}
 	size_t len = (size_t)stb.st_size;
 	void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-	int e = errno;
-	close(fd);
 	if (map == MAP_FAILED)
 		return kvs_error_set(err, KVS_E_IO, "%s: mmap: %s", path,
-		                     strerror(e));
+		                     strerror(errno));
 	kvs_segment *s = calloc(1, sizeof *s);
-	if (!s) {
+	char *name = strdup(path);
+	if (!s || !name) {
 		munmap(map, len);
+		free(s);
+		free(name);
 		return kvs_error_set(err, KVS_E_NOMEM, "out of memory");
 	}
 	s->data = map;
 	s->len = len;
 	s->mapped = true;
+	s->path = name;
 	kvs_status st = open_common(s, out, err);
 	if (st != KVS_OK && err) { /* name the file in the message */
 		char msg[sizeof err->message];
@@ -333,6 +339,11 @@ kvs_status kvs_segment_open(kvs_segment **out, const char *path,
 		kvs_error_set(err, st, "%s: %s", path, msg);
 	}
 	return st;
+}
+
+const char *kvs_segment_path(const kvs_segment *s)
+{
+	return s->path;
 }
 
 void kvs_segment_ref(kvs_segment *s)
@@ -358,6 +369,7 @@ void kvs_segment_unref(kvs_segment *s)
 		return;
 	if (s->mapped)
 		munmap((void *)s->data, s->len);
+	free(s->path);
 	free(s);
 }
 
@@ -389,7 +401,7 @@ void kvs_segment_info_get(const kvs_segment *s, kvs_segment_info *info)
 
 /* ---- verify ------------------------------------------------------------ */
 
-kvs_status kvs_segment_verify(kvs_segment *s, kvs_error *err)
+kvs_status kvs_segment_check_crc(const kvs_segment *s, kvs_error *err)
 {
 	const uint8_t *d = s->data;
 	uint32_t stored = kvs_load_le32(d + HDR_BODY_CRC);
@@ -398,6 +410,15 @@ kvs_status kvs_segment_verify(kvs_segment *s, kvs_error *err)
 		return BAD("body CRC32C mismatch (stored 0x%08" PRIx32
 		           ", computed 0x%08" PRIx32 ")",
 		           stored, crc);
+	return KVS_OK;
+}
+
+kvs_status kvs_segment_verify(kvs_segment *s, kvs_error *err)
+{
+	const uint8_t *d = s->data;
+	kvs_status crc_st = kvs_segment_check_crc(s, err);
+	if (crc_st != KVS_OK)
+		return crc_st;
 	/* padding between sections is zero */
 	uint64_t prev_end = s->dir_end;
 	for (uint32_t i = 0; i < s->section_count; i++) {

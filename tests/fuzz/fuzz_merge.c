@@ -11,8 +11,9 @@
  * cursor; it is also merged between two partners, three inputs that take
  * the loser tree with its LCPs.
  *
- * The oracle is the inputs read through cursors: when both read to their
- * ends with strictly increasing keys, the merge must succeed and its
+ * The oracle is the inputs read through cursors and their CRC32Cs: when
+ * both read to their ends with strictly increasing keys and their body
+ * CRC32Cs hold, the merge must succeed and its
  * output must read back as their newest-wins merge, record for record;
  * when one does not, the merge must fail, say why and leave no file (a
  * merge that trusted a corrupt LCP field, say, would write records out of
@@ -224,8 +225,11 @@ static void merge_n(kvs_segment *const *inputs, size_t n,
 	memset(&err, 0, sizeof err);
 	recs l[3] = {{0}, {0}, {0}};
 	bool valid = true;
+	/* a damaged input (its body CRC32C fails) is refused up front,
+	 * whatever its records decode to */
 	for (size_t i = 0; i < n; i++)
-		valid &= walk(inputs[i], &l[i]);
+		valid &= walk(inputs[i], &l[i]) &&
+		         kvs_segment_check_crc(inputs[i], NULL) == KVS_OK;
 	/* a raw input whose header counts tombstones is refused up front */
 	bool refused = in->framing == KVS_FRAMING_RAW && in->tombstones;
 	kvs_status st = kvs_merge(inputs, n, g_out, &mo, NULL, &err);

@@ -10,6 +10,11 @@
  * segment (older segments outside the merge could otherwise still hold the
  * deleted keys); then tombstones, and the older values they hide, vanish.
  *
+ * Every input's body CRC32C is checked before any record is read: a
+ * damaged input fails the merge (KVS_E_CORRUPT, naming it), since the
+ * output's own CRC would otherwise certify whatever was read. Messages
+ * name an input by its position and path (kvs_segment_path).
+ *
  * The output is written like kvs_writer's: a temporary file in the target
  * directory, CRCs, clipping, fsync, rename. Any failure — no space, an I/O
  * error, a corrupt input, a cancel — removes the temporary file; inputs are

@@ -234,6 +234,17 @@ kvs_status kvs_segment_open(kvs_segment **out, const char *path,
 kvs_status kvs_segment_open_memory(kvs_segment **out, const void *data,
                                    size_t len, kvs_error *err);
 
+/*
+ * kvs_segment_open of a file the caller opened (fd stays the caller's: the
+ * mapping outlives it). path is for messages and kvs_segment_path. The
+ * caller chooses how the file is found, e.g. openat(2) with O_NOFOLLOW.
+ */
+kvs_status kvs_segment_open_fd(kvs_segment **out, int fd, const char *path,
+                               kvs_error *err);
+
+/* The path the segment was opened with, or NULL (kvs_segment_open_memory). */
+const char *kvs_segment_path(const kvs_segment *s);
+
 void kvs_segment_ref(kvs_segment *s);
 /* Drops a reference; the last one unmaps the file. NULL is ignored. */
 void kvs_segment_unref(kvs_segment *s);
@@ -248,6 +259,13 @@ bool kvs_segment_offset(const kvs_segment *s, const void *p,
                         uint64_t *offset);
 
 void kvs_segment_info_get(const kvs_segment *s, kvs_segment_info *info);
+
+/*
+ * Checks the body CRC32C only: every byte after the directory. Linear time
+ * at the speed of CRC32C; kvs_merge calls it on each input, so that a
+ * damaged input never becomes a merge output with a valid CRC.
+ */
+kvs_status kvs_segment_check_crc(const kvs_segment *s, kvs_error *err);
 
 /*
  * Checks the body CRC32C and decodes every record: key order, framing,

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Integrity under damage and load (issue 40): no merge certifies a damaged
+input, no listing of damaged data loops, no symbolic link is followed, key
+files are no more readable than their segment files, and merged-away
+segments give their disk space and memory back. Reuses test_segfs.py's
+mounts and its model of the name mapping.
+
+Usage: test_integrity.py SEGFS KVSEG [TEST ...]
+Skips (exit 77) only where /dev/fuse is missing.
+"""
+import errno
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_segfs as T  # noqa: E402  (reads SEGFS and KVSEG from argv)
+from test_segfs import (KVSEG, Mount, build, check, dir_state,  # noqa: E402
+                        listdir, read, request, wait)
+
+
+def kvseg(*args, **kw):
+    return subprocess.run([KVSEG, *args], capture_output=True, **kw)
+
+
+# ---- damaged inputs of a merge ------------------------------------------------
+
+VALUE = b"value-of-k01425!"  # one record's value, found in the file
+
+
+def damaged_pair(d):
+    """Two segments in d, a.kvs (seq 1) holding VALUE under k01425 and
+    b.kvs (seq 2); returns a.kvs's bytes."""
+    recs = [(b"k%05d" % i, 48, VALUE if i == 1425 else b"v")
+            for i in range(1, 2001)]
+    build(os.path.join(d, "a.kvs"), recs, seq=1)
+    build(os.path.join(d, "b.kvs"), [(b"zzz", 24, b"1")], seq=2)
+    return read(os.path.join(d, "a.kvs"))
+
+
+def flip(path, off):
+    with open(path, "r+b") as f:
+        f.seek(off)
+        b = f.read(1)
+        f.seek(off)
+        f.write(bytes([b[0] ^ 0x01]))
+
+
+def damage(path, data, how):
+    """Damages a.kvs: a flipped value byte, a flipped key byte (of a
+    restart key, stored whole) or a cut."""
+    if how == "value":
+        flip(path, data.index(VALUE) + 3)
+    elif how == "key":
+        flip(path, data.index(b"k01426") + 4)  # 1425 is a restart's next
+    else:
+        os.truncate(path, len(data) - 100)
+
+
+def test_merge_damaged_cli(tmp):
+    """kvseg merge and kvseg catalog merge refuse a damaged input (exit 3,
+    naming it) and leave the inputs and the catalog as they were."""
+    for how in ("value", "key", "cut"):
+        d = os.path.join(tmp, "dmg-cli-" + how)
+        os.mkdir(d)
+        data = damaged_pair(d)
+        check(kvseg("catalog", d, "init").returncode == 0, "catalog init")
+        damage(os.path.join(d, "a.kvs"), data, how)
+        before = dir_state(d)
+        a_bytes = read(os.path.join(d, "a.kvs"))
+        out = os.path.join(tmp, "dmg-out-%s.kvs" % how)
+        r = kvseg("merge", out, os.path.join(d, "a.kvs"), os.path.join(d, "b.kvs"))
+        check(r.returncode == 3 and b"a.kvs" in r.stderr,
+              "%s: kvseg merge of a damaged input: exit %d, %r" % (how, r.returncode, r.stderr))
+        check(not os.path.exists(out), "%s: kvseg merge wrote no output" % how)
+        r = kvseg("catalog", d, "merge", "all")
+        check(r.returncode == 3 and b"a.kvs" in r.stderr,
+              "%s: kvseg catalog merge of a damaged input: exit %d, %r"
+              % (how, r.returncode, r.stderr))
+        check(dir_state(d) == before, "%s: catalog merge changed nothing" % how)
+        check(read(os.path.join(d, "a.kvs")) == a_bytes, "%s: a.kvs kept as it was" % how)
+        if how != "cut":
+            check(b"CRC32C" in r.stderr, "%s: the message names the CRC: %r" % (how, r.stderr))
+
+
+def test_merge_damaged_control(tmp):
+    """A merge through control/merge of an input damaged under the mount
+    fails as a job naming the input; inputs and the catalog stay."""
+    for how in ("value", "key", "cut"):
+        d = os.path.join(tmp, "dmg-fs-" + how)
+        os.mkdir(d)
+        data = damaged_pair(d)
+        m = Mount(d)
+        try:
+            check(read(m.path("view", "k01425")) == VALUE, "%s: served before" % how)
+            damage(os.path.join(d, "a.kvs"), data, how)
+            before = dir_state(d)
+            check(request(m, b"merge all\n") == 0, "%s: request taken" % how)
+            st = wait(m, 1)
+            check(st.get("state") == "failed" and "a.kvs" in st.get("error", ""),
+                  "%s: the job fails naming a.kvs: %r" % (how, st))
+            check(dir_state(d) == before, "%s: nothing changed in the directory" % how)
+            check(sorted(listdir(m.path("segments"))) == [b"a.kvs", b"b.kvs"],
+                  "%s: both inputs still live" % how)
+        finally:
+            m.close()
+
+
+def main():
+    if not os.path.exists("/dev/fuse"):
+        print("SKIP: /dev/fuse is missing: segfs cannot mount here")
+        return 77
+    only = sys.argv[3:]
+    tests = [test_merge_damaged_cli, test_merge_damaged_control]
+    with tempfile.TemporaryDirectory(prefix="segfs-integrity-") as tmp:
+        for t in tests:
+            if only and t.__name__ not in only:
+                continue
+            t0 = time.time()
+            before = len(T.failures)
+            t(tmp)
+            print("%-28s %s (%.1f s)" % (t.__name__,
+                  "ok" if len(T.failures) == before else "FAILED",
+                  time.time() - t0), flush=True)
+    if T.failures:
+        print("%d failures" % len(T.failures))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
