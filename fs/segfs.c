@@ -903,7 +903,41 @@ typedef struct dirh {
 	dirref d;
 	vcursor vc;
 	off_t next_off; /* the offset the cursor's position continues, or -1 */
+	/* The key of the entry before the cursor's (since the listing's
+	 * start or a resume): every key the listing reaches must be above
+	 * it, so that damaged data can never make a listing go round. */
+	uint8_t *last;
+	size_t last_cap;
+	uint64_t last_bits;
+	bool has_last;
+	int err; /* an error after entries were replied: the next reply */
 } dirh;
+
+/* Is key above the handle's last one (or is there none)? Not, in a
+ * listing, only where data is damaged. */
+static bool dir_above_last(const dirh *h, const uint8_t *key, uint64_t bits)
+{
+	return !h->has_last ||
+	       kvs_key_compare(key, bits, h->last, h->last_bits) > 0;
+}
+
+/* Takes key as the handle's last one: 0 or ENOMEM. */
+static int dir_set_last(dirh *h, const uint8_t *key, uint64_t bits)
+{
+	size_t n = (size_t)((bits + 7) / 8);
+	if (n > h->last_cap) {
+		uint8_t *t = realloc(h->last, n);
+		if (!t)
+			return ENOMEM;
+		h->last = t;
+		h->last_cap = n;
+	}
+	if (n)
+		memcpy(h->last, key, n);
+	h->last_bits = bits;
+	h->has_last = true;
+	return 0;
+}
 
 static void segfs_opendir(fuse_req_t req, fuse_ino_t ino,
                           struct fuse_file_info *fi)
@@ -954,6 +988,7 @@ static void segfs_releasedir(fuse_req_t req, fuse_ino_t ino,
 	dirh *h = (dirh *)(uintptr_t)fi->fh;
 	if (h) {
 		vc_close(&h->vc);
+		free(h->last);
 		if (!h->d.sc.view)
 			slot_unref(slot_get(h->d.sc.id), 1);
 		dir_release(&h->d);
@@ -980,6 +1015,7 @@ static int dir_position(dirh *h, off_t off)
 {
 	dirref *d = &h->d;
 	kvs_status st;
+	h->has_last = false;
 	if (off < OFF_ENTRIES) {
 		st = !d->sc.view && d->plen == 0
 		         ? vc_seek_ordinal(&h->vc, 0)
@@ -1000,6 +1036,9 @@ static int dir_position(dirh *h, off_t off)
 	const uint8_t *key = kvs_cursor_key(c, &bits);
 	if (!has_prefix(key, bits, d->prefix, d->plen))
 		return EINVAL;
+	/* what follows must be above the entry the offset names */
+	if ((err = dir_set_last(h, key, bits)))
+		return err;
 	const uint8_t *rest = key + d->plen;
 	const uint8_t *sp =
 	    S.sep >= 0 ? memchr(rest, S.sep, (bits / 8) - d->plen) : NULL;
@@ -1127,6 +1166,12 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, EIO);
 		return;
 	}
+	if (h->err) { /* the error that ended the last reply's entries */
+		fuse_reply_err(req, h->err);
+		h->err = 0;
+		h->next_off = -1;
+		return;
+	}
 	char *buf = malloc(size);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -1187,6 +1232,10 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			h->vc.winner = -1;
 			break;
 		}
+		if (!dir_above_last(h, key, bits)) {
+			err = EIO; /* damaged: it would go round */
+			break;
+		}
 		uint32_t s = vc_slot(d, &h->vc);
 		uint64_t ord = kvs_cursor_ordinal(c);
 		off_t eoff = (off_t)(OFF_ENTRIES + make_pos(s, ord));
@@ -1217,6 +1266,8 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			}
 			used += got;
 			off = eoff;
+			if ((err = dir_set_last(h, key, bits)))
+				break;
 			ks = prefix_successor(tmp, &n)
 			         ? vc_seek(&h->vc, tmp, (uint64_t)n * 8, false)
 			         : (h->vc.winner = -1, KVS_OK);
@@ -1241,6 +1292,8 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 				                            &shadowed)))
 					break;
 				if (shadowed) {
+					if ((err = dir_set_last(h, key, bits)))
+						break;
 					if ((ks = vc_next(&h->vc)) != KVS_OK)
 						break;
 					continue;
@@ -1257,6 +1310,8 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			}
 			used += got;
 			off = eoff;
+			if ((err = dir_set_last(h, key, bits)))
+				break;
 			ks = vc_next(&h->vc);
 		}
 		if (ks != KVS_OK)
@@ -1268,10 +1323,12 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (!err && !vc_valid(&h->vc))
 		h->next_off = off; /* at the end: a resume adds nothing */
 done:
-	if (err && used == 0)
+	if (err && used == 0) {
 		fuse_reply_err(req, err);
-	else
+	} else {
 		fuse_reply_buf(req, buf, used);
+		h->err = err; /* not lost: the next call replies with it */
+	}
 	if (err)
 		h->next_off = -1;
 	free(buf);
