@@ -173,58 +173,50 @@ snap *snap_current(void)
  * Opening a segment reads its mapping (the header, the index and, with
  * -o verify, every page), so a file cut short meanwhile faults there too:
  * guarded (guard.h), the open fails as damaged instead. step 0 opens
- * (*seg set on success), step 1 verifies *seg.
+ * catalog entry i (*seg and *st set on success), step 1 verifies *seg.
  */
-static GUARDED_FN kvs_status open_step(int step, const char *path,
-                                       kvs_segment **seg, kvs_error *err)
+static GUARDED_FN kvs_status open_step(int step, size_t i, const char *path,
+                                       kvs_segment **seg, struct stat *st,
+                                       kvs_error *err)
 {
-	if (step == 0)
-		return kvs_segment_open(seg, path, err);
+	if (step == 0) /* the core's rules: no symbolic link, a regular
+	                * file, what the catalog records (catalog.h) */
+		return kvs_catalog_open_segment(S.cat, i, seg, st, err);
 	kvs_error verr;
 	if (kvs_segment_verify(*seg, &verr) == KVS_OK)
 		return KVS_OK;
 	return kvs_error_set(err, KVS_E_CORRUPT, "%s: %s", path, verr.message);
 }
 
-static kvs_status guarded_open_step(int step, const char *path,
-                                    kvs_segment **seg, kvs_error *err)
+static kvs_status guarded_open_step(int step, size_t i, const char *path,
+                                    kvs_segment **seg, struct stat *st,
+                                    kvs_error *err)
 {
-	volatile kvs_status st = KVS_E_IO;
-	GUARDED(st = kvs_error_set(err, KVS_E_CORRUPT,
-	                           "%s: reading its mapping failed (SIGBUS): "
-	                           DAMAGED_WHY,
-	                           path),
-	        st = open_step(step, path, seg, err));
-	return st;
+	volatile kvs_status st_ = KVS_E_IO;
+	GUARDED(st_ = kvs_error_set(err, KVS_E_CORRUPT,
+	                            "%s: reading its mapping failed (SIGBUS): "
+	                            DAMAGED_WHY,
+	                            path),
+	        st_ = open_step(step, i, path, seg, st, err));
+	return st_;
 }
 
-/* Opens and checks the catalog entry's segment as a new slot (not yet in
+/* Opens and checks catalog entry i's segment as a new slot (not yet in
  * any table). */
-static int slot_open(const kvs_catalog_entry *e, slot **out, kvs_error *err)
+static int slot_open(size_t i, slot **out, kvs_error *err)
 {
+	const kvs_catalog_entry *e = kvs_catalog_entry_at(S.cat, i);
 	slot *s = calloc(1, sizeof *s);
 	if (!s)
 		return kvs_error_set(err, KVS_E_NOMEM, "out of memory"), ENOMEM;
 	snprintf(s->name, sizeof s->name, "%s", e->name);
 	char path[PATH_MAX];
 	segdir_path(path, e->name, NULL);
-	kvs_status st = guarded_open_step(0, path, &s->seg, err);
-	if (st == KVS_OK) {
+	kvs_status st = guarded_open_step(0, i, path, &s->seg, &s->st, err);
+	if (st == KVS_OK)
 		kvs_segment_info_get(s->seg, &s->info);
-		if (s->info.file_bytes != e->size ||
-		    s->info.header_crc != e->header_crc ||
-		    s->info.sequence != e->sequence)
-			st = kvs_error_set(err, KVS_E_CORRUPT,
-			                   "%s: not the segment the catalog "
-			                   "names (its size, header CRC or "
-			                   "sequence differ)",
-			                   path);
-	}
-	if (st == KVS_OK && stat(path, &s->st) < 0)
-		st = kvs_error_set(err, KVS_E_IO, "%s: %s", path,
-		                   strerror(errno));
 	if (st == KVS_OK && S.verify)
-		st = guarded_open_step(1, path, &s->seg, err);
+		st = guarded_open_step(1, i, path, &s->seg, NULL, err);
 	if (st == KVS_OK && s->info.records > ORD_MASK)
 		st = kvs_error_set(err, KVS_E_UNSUPPORTED,
 		                   "%s: more than 2^40 records", path);
@@ -300,7 +292,7 @@ static int snap_build(const snap *cur, snap **out, kvs_error *err)
 			continue;
 		slot *s;
 		kvs_error oerr;
-		rc = slot_open(e, &s, &oerr);
+		rc = slot_open(i, &s, &oerr);
 		if (rc && S.skip_bad) {
 			fprintf(stderr, "segfs: skipping bad segment: %s\n",
 			        oerr.message);

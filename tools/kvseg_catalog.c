@@ -190,7 +190,7 @@ static int catalog_list(const struct catalog_args *a)
 			ok = false;
 			break;
 		}
-		rc = open_segment("catalog", path, &seg);
+		rc = open_catalog_segment("catalog", c, i, path, &seg);
 		free(path);
 		if (rc)
 			goto out;
@@ -440,7 +440,8 @@ static int catalog_merge(struct catalog_args *a)
 			cli_error("catalog", NULL, "out of memory");
 			rc = EXIT_SYSTEM;
 		} else {
-			rc = open_segment("catalog", paths[i], &segs[i]);
+			rc = open_catalog_segment("catalog", c, first + i,
+			                          paths[i], &segs[i]);
 		}
 	}
 	if (rc)

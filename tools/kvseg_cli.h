@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "kvseg/catalog.h"
 #include "kvseg/merge.h"
 #include "kvseg/segment.h"
 
@@ -254,6 +255,11 @@ int cmd_catalog(int argc, char **argv);
 
 /* Opens path for reading, reporting failures; returns 0 or an exit code. */
 int open_segment(const char *verb, const char *path, kvs_segment **out);
+/* Opens live segment i of catalog c (path: its path, for messages) by the
+ * catalog's rules (kvs_catalog_open_segment): no symbolic link, a regular
+ * file, what the catalog records. */
+int open_catalog_segment(const char *verb, const kvs_catalog *c, size_t i,
+                         const char *path, kvs_segment **out);
 /* Reports a cursor failure on path; returns its exit code. */
 int cursor_failure(const char *verb, const char *path, kvs_status st);
 

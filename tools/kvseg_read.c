@@ -27,6 +27,17 @@ int open_segment(const char *verb, const char *path, kvs_segment **out)
 	return st == KVS_E_INVAL ? EXIT_SYSTEM : exit_for_status(st);
 }
 
+int open_catalog_segment(const char *verb, const kvs_catalog *c, size_t i,
+                         const char *path, kvs_segment **out)
+{
+	kvs_error err = {0};
+	kvs_status st = kvs_catalog_open_segment(c, i, out, NULL, &err);
+
+	if (st == KVS_OK)
+		return EXIT_OK;
+	return cli_error_kvs(verb, path, st, &err, "");
+}
+
 int cursor_failure(const char *verb, const char *path, kvs_status st)
 {
 	cli_error(verb, path, "reading records: %s", kvs_strerror(st));

@@ -67,6 +67,7 @@ typedef struct cat_state {
 
 struct kvs_catalog {
 	char *dir;
+	int dfd; /* the directory, opened with the catalog (O_PATH) */
 	cat_state cur;
 	bool read_only; /* opened without writing (KVS_CATALOG_MAY_READ_ONLY) */
 	bool scanned;   /* read_only, and cur is a scan: there is no CATALOG */
@@ -277,6 +278,60 @@ static kvs_status read_up_to(int fd, uint8_t *buf, size_t len,
  * including a missing file, is KVS_E_CORRUPT for the catalog. With sync it
  * is also fsynced, so that a catalog never names a file not yet durable.
  */
+/*
+ * Opens segment file name of a directory (dfd, or AT_FDCWD with path) as
+ * §10.3 wants a live segment: a regular file, never reached through a
+ * symbolic link (O_NOFOLLOW, so the file is the one checked: no race
+ * between a check and the open), never waited on (a FIFO: O_NONBLOCK).
+ * Anything else is KVS_E_CORRUPT for the catalog; a missing file is
+ * `missing`. *fd (optional) gets the open descriptor, else it is closed;
+ * *st (optional) the file's status.
+ */
+static kvs_status open_segment_file(int dfd, const char *name,
+                                    const char *path, kvs_status missing,
+                                    kvs_segment **seg, int *fd_out,
+                                    struct stat *st_out, kvs_error *err)
+{
+	int fd = openat(dfd, dfd == AT_FDCWD ? path : name,
+	                O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0) {
+		int e = errno;
+		struct stat sb;
+		if (e == ELOOP &&
+		    fstatat(dfd, dfd == AT_FDCWD ? path : name, &sb,
+		            AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISLNK(sb.st_mode))
+			return kvs_error_set(err, KVS_E_CORRUPT,
+			                     "%s: not a regular file but a "
+			                     "symbolic link (a live segment "
+			                     "must be the file itself)",
+			                     path);
+		return kvs_error_set(err, e == ENOENT ? missing : KVS_E_IO,
+		                     "%s: %s", path, strerror(e));
+	}
+	struct stat sb;
+	kvs_status st = KVS_OK;
+	if (fstat(fd, &sb) < 0)
+		st = kvs_error_set(err, KVS_E_IO, "%s: %s", path,
+		                   strerror(errno));
+	else if (!S_ISREG(sb.st_mode))
+		st = kvs_error_set(err, KVS_E_CORRUPT,
+		                   "%s: not a regular file but a %s", path,
+		                   S_ISDIR(sb.st_mode)    ? "directory"
+		                   : S_ISFIFO(sb.st_mode) ? "FIFO"
+		                   : S_ISSOCK(sb.st_mode) ? "socket"
+		                                          : "device");
+	if (st == KVS_OK)
+		st = kvs_segment_open_fd(seg, fd, path, err);
+	if (st == KVS_OK && st_out)
+		*st_out = sb;
+	if (st == KVS_OK && fd_out)
+		*fd_out = fd;
+	else
+		close(fd);
+	return st;
+}
+
 static kvs_status probe_segment(const char *dir, const char *name,
                                 kvs_catalog_entry *e, bool sync,
                                 kvs_status missing, kvs_error *err)
@@ -285,36 +340,46 @@ static kvs_status probe_segment(const char *dir, const char *name,
 	kvs_status st = path_in(path, dir, name, err);
 	if (st != KVS_OK)
 		return st;
-	struct stat sb;
-	if (lstat(path, &sb) < 0)
-		return kvs_error_set(err, errno == ENOENT ? missing : KVS_E_IO,
-		                     "%s: %s", path, strerror(errno));
-	if (!S_ISREG(sb.st_mode))
-		return kvs_error_set(err, KVS_E_CORRUPT,
-		                     "%s: not a regular file", path);
 	kvs_segment *seg;
-	if ((st = kvs_segment_open(&seg, path, err)) != KVS_OK)
+	int fd;
+	st = open_segment_file(AT_FDCWD, name, path, missing, &seg, &fd, NULL,
+	                       err);
+	if (st != KVS_OK)
 		return st;
 	kvs_segment_info info;
 	kvs_segment_info_get(seg, &info);
 	kvs_segment_unref(seg);
-	if (sync) {
-		int fd =
-		    open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-		if (fd < 0 || fsync(fd) < 0) {
-			st = kvs_error_set(err, KVS_E_IO, "%s: fsync: %s", path,
-			                   strerror(errno));
-			if (fd >= 0)
-				close(fd);
-			return st;
-		}
-		close(fd);
-	}
+	if (sync && fsync(fd) < 0)
+		st = kvs_error_set(err, KVS_E_IO, "%s: fsync: %s", path,
+		                   strerror(errno));
+	close(fd);
+	if (st != KVS_OK)
+		return st;
 	memset(e, 0, sizeof *e);
 	memcpy(e->name, name, strlen(name) + 1);
 	e->sequence = info.sequence;
 	e->size = info.file_bytes;
 	e->header_crc = info.header_crc;
+	return KVS_OK;
+}
+
+/* Is the segment at path (described in *got) the one the catalog
+ * records in *want? KVS_E_CORRUPT naming the field that differs. */
+static kvs_status entry_matches(const char *path, const kvs_catalog_entry *got,
+                                const kvs_catalog_entry *want, kvs_error *err)
+{
+	static const char *const field[] = {"size", "header CRC32C",
+	                                    "sequence"};
+	const uint64_t have[] = {got->size, got->header_crc, got->sequence};
+	const uint64_t rec[] = {want->size, want->header_crc, want->sequence};
+	for (int i = 0; i < 3; i++)
+		if (have[i] != rec[i])
+			return kvs_error_set(
+			    err, KVS_E_CORRUPT,
+			    "%s: not the segment the catalog names: its %s is "
+			    "%" PRIu64 " (0x%" PRIx64 ") but the catalog "
+			    "records %" PRIu64 " (0x%" PRIx64 ")",
+			    path, field[i], have[i], have[i], rec[i], rec[i]);
 	return KVS_OK;
 }
 
@@ -334,20 +399,10 @@ static kvs_status check_entry(const char *dir, const kvs_catalog_entry *want,
 		}
 		return st;
 	}
-	static const char *const field[] = {"size", "header CRC32C",
-	                                    "sequence"};
-	const uint64_t have[] = {got.size, got.header_crc, got.sequence};
-	const uint64_t rec[] = {want->size, want->header_crc, want->sequence};
-	for (int i = 0; i < 3; i++)
-		if (have[i] != rec[i])
-			return kvs_error_set(
-			    err, KVS_E_CORRUPT,
-			    "%s/%s: segment %s is %" PRIu64 " (0x%" PRIx64
-			    ") but the catalog records %" PRIu64 " (0x%" PRIx64
-			    ")",
-			    dir, want->name, field[i], have[i], have[i], rec[i],
-			    rec[i]);
-	return KVS_OK;
+	char path[PATH_MAX];
+	if ((st = path_in(path, dir, want->name, err)) != KVS_OK)
+		return st;
+	return entry_matches(path, &got, want, err);
 }
 
 static kvs_status check_entries(const char *dir, const cat_state *s,
@@ -899,11 +954,18 @@ kvs_status kvs_catalog_open_flags(kvs_catalog **out, const char *dir,
 		return kvs_error_set(err, KVS_E_NOMEM, "%s: out of memory",
 		                     dir);
 	}
+	c->dfd = -1;
 	int lock = -1;
 	bool exists;
 	kvs_status st = lock_dir(
 	    dir, LOCK_EX, &lock,
 	    flags & KVS_CATALOG_MAY_READ_ONLY ? &c->read_only : NULL, err);
+	/* segments are opened relative to it (kvs_catalog_open_segment):
+	 * the directory opened now, wherever its path leads later */
+	if (st == KVS_OK &&
+	    (c->dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		st = kvs_error_set(err, KVS_E_IO, "%s: %s", dir,
+		                   strerror(errno));
 	if (st == KVS_OK)
 		st = read_catalog(dir, &c->cur, &exists, err);
 	/* read-only: what a crash left stays (nothing can remove it, and no
@@ -928,10 +990,44 @@ kvs_status kvs_catalog_open_flags(kvs_catalog **out, const char *dir,
 	return KVS_OK;
 }
 
+kvs_status kvs_catalog_open_segment(const kvs_catalog *c, size_t i,
+                                    kvs_segment **out, struct stat *st,
+                                    kvs_error *err)
+{
+	*out = NULL;
+	if (i >= c->cur.count)
+		return kvs_error_set(err, KVS_E_INVAL,
+		                     "%s: the catalog has no segment %zu", c->dir,
+		                     i);
+	const kvs_catalog_entry *e = &c->cur.entries[i];
+	char path[PATH_MAX];
+	kvs_status r = path_in(path, c->dir, e->name, err);
+	if (r != KVS_OK)
+		return r;
+	kvs_segment *seg;
+	r = open_segment_file(c->dfd, e->name, path, KVS_E_CORRUPT, &seg,
+	                      NULL, st, err);
+	if (r != KVS_OK)
+		return r;
+	kvs_segment_info info;
+	kvs_segment_info_get(seg, &info);
+	kvs_catalog_entry got = {.size = info.file_bytes,
+	                         .header_crc = info.header_crc,
+	                         .sequence = info.sequence};
+	if ((r = entry_matches(path, &got, e, err)) != KVS_OK) {
+		kvs_segment_unref(seg);
+		return r;
+	}
+	*out = seg;
+	return KVS_OK;
+}
+
 void kvs_catalog_close(kvs_catalog *c)
 {
 	if (!c)
 		return;
+	if (c->dfd >= 0)
+		close(c->dfd);
 	state_free(&c->cur);
 	free(c->dir);
 	free(c);

@@ -191,13 +191,57 @@ def test_damaged_listings(tmp):
                     m.close()
 
 
+# ---- what the catalog names must be the file itself ---------------------------
+
+def test_not_regular(tmp):
+    """A symbolic link (to a valid segment outside SEGDIR), a FIFO, a
+    directory, or another segment in place of a live segment: kvseg and
+    segfs refuse it, naming the file and what it is; with -o skip_bad
+    segfs serves the rest, never the replacement's keys."""
+    outside = os.path.join(tmp, "outside.kvs")
+    build(outside, [(b"o", 8, b"secret")], seq=2)
+    kinds = {
+        "symlink": (lambda p: os.symlink(outside, p), "symbolic link"),
+        "fifo": (lambda p: os.mkfifo(p), "FIFO"),
+        "directory": (lambda p: os.mkdir(p), "directory"),
+        "other segment": (lambda p: shutil.copy(outside, p),
+                          "not the segment the catalog names"),
+    }
+    for kind, (make, says) in kinds.items():
+        d = os.path.join(tmp, "nreg-" + kind.replace(" ", "-"))
+        os.mkdir(d)
+        build(os.path.join(d, "a.kvs"), [(b"a", 8, b"1")], seq=1)
+        build(os.path.join(d, "out.kvs"), [(b"p", 8, b"public")], seq=2)
+        check(kvseg("catalog", d, "init").returncode == 0, "%s: init" % kind)
+        os.unlink(os.path.join(d, "out.kvs"))
+        make(os.path.join(d, "out.kvs"))
+        r = kvseg("catalog", d, "list")
+        check(r.returncode == 3 and b"out.kvs" in r.stderr and says.encode() in r.stderr,
+              "%s: kvseg catalog list: %d %r" % (kind, r.returncode, r.stderr))
+        m = Mount(d, expect_fail=True)
+        rc = m.proc.wait(timeout=30)
+        err = m.stderr()
+        check(rc != 0 and "out.kvs" in err and says in err,
+              "%s: segfs refuses to mount: %s %r" % (kind, rc, err))
+        os.rmdir(m.mnt)
+        m = Mount(d, "skip_bad")
+        try:
+            check(listdir(m.path("segments")) == [b"a.kvs"], "%s: skip_bad leaves it out" % kind)
+            check(sorted(listdir(m.path("view"))) == [b"a"], "%s: view/ has a only" % kind)
+            T.expect_errno(lambda: read(m.path("view", "o")), (errno.ENOENT,),
+                           "%s: the outside key is not served" % kind)
+            check(says in m.stderr(), "%s: skip_bad says why" % kind)
+        finally:
+            m.close()
+
+
 def main():
     if not os.path.exists("/dev/fuse"):
         print("SKIP: /dev/fuse is missing: segfs cannot mount here")
         return 77
     only = sys.argv[3:]
     tests = [test_merge_damaged_cli, test_merge_damaged_control,
-             test_listing_loop, test_damaged_listings]
+             test_listing_loop, test_damaged_listings, test_not_regular]
     with tempfile.TemporaryDirectory(prefix="segfs-integrity-") as tmp:
         for t in tests:
             if only and t.__name__ not in only:

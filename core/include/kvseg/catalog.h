@@ -24,6 +24,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/stat.h>
+
+#include "kvseg/segment.h"
 #include "kvseg/status.h"
 
 #ifdef __cplusplus
@@ -101,6 +104,18 @@ const kvs_catalog_entry *kvs_catalog_entry_at(const kvs_catalog *c, size_t i);
 /* The index of the segment named name in c's snapshot, or -1 when it is
  * not live there. */
 ptrdiff_t kvs_catalog_find(const kvs_catalog *c, const char *name);
+/*
+ * Opens entry i's segment (i < count) as segfs and kvseg read a live one
+ * (FORMAT.md §10.3): relative to the directory as it was when the catalog
+ * was opened, never through a symbolic link, a regular file (not a FIFO,
+ * directory or device), with the size, header CRC32C and sequence the
+ * catalog records; anything else is KVS_E_CORRUPT naming the file and
+ * the cause. st (may be NULL) gets the file's fstat.
+ */
+kvs_status kvs_catalog_open_segment(const kvs_catalog *c, size_t i,
+                                    kvs_segment **out, struct stat *st,
+                                    kvs_error *err);
+
 /* The directory, as given to open. */
 const char *kvs_catalog_dir(const kvs_catalog *c);
 
