@@ -32,7 +32,8 @@ static const char *const state_names[] = {"queued", "running", "done",
 typedef struct job {
 	uint64_t id;
 	enum job_state state;
-	char *request;   /* as written (printable) */
+	char *request;      /* as written (at most 200 bytes and "...") */
+	size_t request_len; /* it may hold NUL bytes (a rejected request) */
 	size_t n;
 	uint32_t *inputs; /* slot ids, oldest first */
 	char **names;
@@ -116,12 +117,12 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
 	}
 }
 
-/* A JSON string of arbitrary bytes: bytes outside printable ASCII as
- * \u00XX (so the line stays valid JSON and one line). */
-static void sb_json(sbuf *b, const char *s)
+/* A JSON string of len arbitrary bytes, NUL among them: bytes outside
+ * printable ASCII as \u00XX (so the line stays valid JSON and one line). */
+static void sb_json_n(sbuf *b, const char *s, size_t len)
 {
 	sb_printf(b, "\"");
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+	for (const unsigned char *p = (const unsigned char *)s; len--; p++) {
 		if (*p == '"' || *p == '\\')
 			sb_printf(b, "\\%c", *p);
 		else if (*p < 0x20 || *p >= 0x7F)
@@ -132,6 +133,8 @@ static void sb_json(sbuf *b, const char *s)
 	sb_printf(b, "\"");
 }
 
+static void sb_json(sbuf *b, const char *s) { sb_json_n(b, s, strlen(s)); }
+
 /* Under J.lock. */
 static void job_line(sbuf *b, const job *j)
 {
@@ -139,7 +142,7 @@ static void job_line(sbuf *b, const job *j)
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	sb_printf(b, "{\"id\":%" PRIu64 ",\"state\":\"%s\",\"request\":", j->id,
 	          state_names[j->state]);
-	sb_json(b, j->request);
+	sb_json_n(b, j->request, j->request_len);
 	sb_printf(b, ",\"inputs\":[");
 	for (size_t i = 0; i < j->n; i++) {
 		if (i)
@@ -462,21 +465,24 @@ static int fail(req_error *e, int err, const char *fmt, ...)
 	return err;
 }
 
-/* A printable copy of a request, at most 200 bytes. */
-static char *printable(const char *s, size_t len)
+/* The copy of a request that control/status shows: its first 200 bytes
+ * as they are (a NUL too: job_line escapes them all), then "..." if it
+ * was longer; its length in *out_len. */
+static char *request_copy(const char *s, size_t len, size_t *out_len)
 {
 	size_t n = len < 200 ? len : 200;
 	char *p = malloc(n + 4);
 	if (!p)
 		return NULL;
-	for (size_t i = 0; i < n; i++)
-		p[i] = s[i] ? s[i] : '?';
+	memcpy(p, s, n);
 	strcpy(p + n, len > n ? "..." : "");
+	*out_len = n + strlen(p + n);
 	return p;
 }
 
-/* Records a rejected request (text: printable, owned) in control/status. */
-static void reject(char *text, const req_error *e)
+/* Records a rejected request (text: request_copy's, owned) in
+ * control/status. */
+static void reject(char *text, size_t text_len, const req_error *e)
 {
 	job *j = calloc(1, sizeof *j);
 	if (!j || !text) {
@@ -485,6 +491,7 @@ static void reject(char *text, const req_error *e)
 		return;
 	}
 	j->request = text;
+	j->request_len = text_len;
 	snprintf(j->error, sizeof j->error, "%s", e->msg);
 	pthread_mutex_lock(&J.lock);
 	j->id = J.next_id++;
@@ -526,6 +533,26 @@ static int choose(const char *v, const char *a, const char *b)
 	return !strcmp(v, a) ? 0 : !strcmp(v, b) ? 1 : -1;
 }
 
+/*
+ * A number as the grammar has it: decimal digits, no sign, no leading zero
+ * (strtoul would also take "+5", " 5" and "015", which the grammar does
+ * not), at most max.
+ */
+static bool plain_number(const char *s, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+	if (!*s || (s[0] == '0' && s[1]))
+		return false;
+	for (; *s; s++) {
+		unsigned d = (unsigned)(*s - '0');
+		if (d > 9 || v > (max - d) / 10)
+			return false;
+		v = v * 10 + d;
+	}
+	*out = v;
+	return true;
+}
+
 /* Is slot id an input of one of the n jobs? */
 static bool input_of(job *const *jobs, size_t n, uint32_t id)
 {
@@ -547,7 +574,7 @@ static int parse_merge(char **tok, size_t ntok, const snap *cur,
 	bool all = false, seen_opt[5] = {0};
 	const char *out = NULL;
 	int profile = -1, framing = -1, drop = 0;
-	long restart = 0;
+	uint64_t restart = 0;
 	size_t *pos = calloc(cur->n ? cur->n : 1, sizeof *pos);
 	bool *chosen = calloc(cur->n ? cur->n : 1, sizeof *chosen);
 	size_t nnames = 0;
@@ -558,18 +585,64 @@ static int parse_merge(char **tok, size_t ntok, const snap *cur,
 	}
 	static const char *const keys[] = {"profile", "framing", "restart",
 	                                   "name", "tombstones"};
+	/*
+	 * merge = "merge" SP ("all" / NAME *(SP NAME)) *(SP OPTION): the
+	 * inputs, then the options. A word is an option when what precedes
+	 * its first '=' is an option's key. A segment's name may hold '=' (or
+	 * be a key) too, so before the first option another word is a name;
+	 * but if no live segment has it, a word that looks like an option is
+	 * an unknown option or one without its value (EINVAL, like any
+	 * misspelt option), not a missing segment (ENOENT).
+	 */
+	bool opts = false;
 	for (size_t t = 1; t < ntok && !rc; t++) {
 		char *s = tok[t];
 		char *eq = strchr(s, '=');
-		int key = -1;
-		for (int k = 0; eq && k < 5; k++)
-			if ((size_t)(eq - s) == strlen(keys[k]) &&
-			    !strncmp(s, keys[k], (size_t)(eq - s)))
-				key = k;
-		if (key < 0) { /* a segment name, or all */
-			if (!strcmp(s, "all")) {
-				all = true;
-				continue;
+		size_t klen = eq ? (size_t)(eq - s) : strlen(s);
+		int key = -1, like = -1;
+		for (int k = 0; k < 5; k++)
+			if (klen == strlen(keys[k]) &&
+			    !strncmp(s, keys[k], klen))
+				like = k;
+		if (eq)
+			key = like;
+		if (key < 0 && !strcmp(s, "all")) {
+			if (all)
+				rc = fail(e, EINVAL, "'all' is given twice");
+			else if (opts)
+				rc = fail(e, EINVAL,
+				          "'all' after an option: the inputs "
+				          "come first, then the options");
+			all = true;
+			continue;
+		}
+		if (key < 0) { /* a segment name */
+			size_t at = SIZE_MAX;
+			for (size_t i = 0; i < cur->n; i++)
+				if (!strcmp(slot_get(cur->live[i])->name, s))
+					at = i;
+			bool no_name = at == SIZE_MAX || opts || all;
+			if (eq && no_name) {
+				rc = fail(e, EINVAL,
+				          "unknown option '%.100s' (profile=, "
+				          "framing=, restart=, name= or "
+				          "tombstones=)",
+				          s);
+				break;
+			}
+			if (like >= 0 && no_name) {
+				rc = fail(e, EINVAL,
+				          "option %s without a value "
+				          "(%s=...)",
+				          s, s);
+				break;
+			}
+			if (opts) {
+				rc = fail(e, EINVAL,
+				          "'%.100s' after an option: the "
+				          "inputs come first, then the options",
+				          s);
+				break;
 			}
 			if (!kvs_catalog_name_valid(s)) {
 				rc = fail(e, EINVAL,
@@ -579,10 +652,6 @@ static int parse_merge(char **tok, size_t ntok, const snap *cur,
 				          s);
 				break;
 			}
-			size_t at = SIZE_MAX;
-			for (size_t i = 0; i < cur->n; i++)
-				if (!strcmp(slot_get(cur->live[i])->name, s))
-					at = i;
 			if (at == SIZE_MAX) {
 				rc = fail(e, ENOENT,
 				          "no live segment is called '%.100s'",
@@ -598,6 +667,7 @@ static int parse_merge(char **tok, size_t ntok, const snap *cur,
 			nnames++;
 			continue;
 		}
+		opts = true;
 		const char *v = eq + 1;
 		if (seen_opt[key]) {
 			rc = fail(e, EINVAL, "option %s is given twice",
@@ -616,18 +686,15 @@ static int parse_merge(char **tok, size_t ntok, const snap *cur,
 				rc = fail(e, EINVAL,
 				          "framing=%.40s: typed or raw", v);
 			break;
-		case 2: {
-			char *end;
-			errno = 0;
-			restart = strtol(v, &end, 10);
-			if (errno || *end || end == v || restart < 1 ||
-			    restart > KVS_MAX_RESTART_INTERVAL)
+		case 2:
+			if (!plain_number(v, KVS_MAX_RESTART_INTERVAL,
+			                  &restart) ||
+			    restart < 1)
 				rc = fail(e, EINVAL,
 				          "restart=%.40s: a number from 1 to "
 				          "%d",
 				          v, KVS_MAX_RESTART_INTERVAL);
 			break;
-		}
 		case 3:
 			if (!kvs_catalog_name_valid(v))
 				rc = fail(e, EINVAL,
@@ -780,17 +847,15 @@ static int parse_cancel(char **tok, size_t ntok, req_error *e)
 {
 	if (ntok != 2)
 		return fail(e, EINVAL, "cancel takes one job id");
-	char *end;
-	errno = 0;
-	unsigned long long id = strtoull(tok[1], &end, 10);
-	if (errno || *end || end == tok[1] || tok[1][0] == '-')
+	uint64_t id;
+	if (!plain_number(tok[1], UINT64_MAX, &id))
 		return fail(e, EINVAL, "'%.40s' is not a job id", tok[1]);
 	job *j = find_job(id);
 	if (!j || j->state == REJECTED)
-		return fail(e, ENOENT, "no job %llu", id);
+		return fail(e, ENOENT, "no job %" PRIu64, id);
 	if (ended(j))
-		return fail(e, EINVAL, "job %llu has already ended (%s)", id,
-		            state_names[j->state]);
+		return fail(e, EINVAL, "job %" PRIu64 " has already ended (%s)",
+		            id, state_names[j->state]);
 	if (j->state == QUEUED) { /* out of the queue at once */
 		job **q = &J.queue_head;
 		while (*q != j)
@@ -818,27 +883,52 @@ static int handle_line(char *line, size_t len, job *const *earlier,
 	if (len > MAX_REQUEST)
 		return fail(e, EINVAL, "a request longer than %d bytes",
 		            MAX_REQUEST);
+	/*
+	 * Words of printable bytes, separated by single spaces (USAGE.md's
+	 * grammar). A control byte is refused, not taken as a separator or
+	 * as part of a word: the CR of a CRLF line or a tab would otherwise
+	 * make a request that only looks right, and the shell that wrote it
+	 * should hear so.
+	 */
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)line[i];
-		if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7F)
+		if (c == 0)
 			return fail(e, EINVAL,
-			            "control byte 0x%02x in the request", c);
+			            "a NUL byte (0x00) at offset %zu of the "
+			            "request",
+			            i);
+		if (c < 0x20 || c == 0x7F)
+			return fail(e, EINVAL,
+			            "control byte 0x%02x%s at offset %zu of "
+			            "the request (words are printable, "
+			            "separated by single spaces)",
+			            c,
+			            c == '\t'   ? " (tab)"
+			            : c == '\r' ? " (carriage return)"
+			            : c == 0x7F ? " (DEL)"
+			                        : "",
+			            i);
 	}
+	if (strspn(line, " ") == len)
+		return fail(e, EINVAL, "an empty request");
+	for (size_t i = 0; i < len; i++)
+		if (line[i] == ' ' &&
+		    (i == 0 || i + 1 == len || line[i - 1] == ' '))
+			return fail(e, EINVAL,
+			            "an extra space at offset %zu of the "
+			            "request (words are separated by one "
+			            "space, with none before the first or "
+			            "after the last)",
+			            i);
 	char *tok[MAX_INPUTS + 8];
 	size_t ntok = 0;
-	for (char *p = line; *p;) {
-		while (*p == ' ' || *p == '\t' || *p == '\r')
-			*p++ = '\0';
-		if (!*p)
-			break;
+	for (char *p = line; p;) {
 		if (ntok == sizeof tok / sizeof *tok)
 			return fail(e, EINVAL, "too many words");
 		tok[ntok++] = p;
-		while (*p && *p != ' ' && *p != '\t' && *p != '\r')
-			p++;
+		if ((p = strchr(p, ' ')))
+			*p++ = '\0';
 	}
-	if (ntok == 0)
-		return fail(e, EINVAL, "an empty request");
 	if (!strcmp(tok[0], "cancel"))
 		return parse_cancel(tok, ntok, e);
 	if (strcmp(tok[0], "merge") != 0)
@@ -896,6 +986,7 @@ int control_write(const char *buf, size_t size)
 	size_t nmade = 0;
 	int rc = 0;
 	char *rejected = NULL;
+	size_t rejected_len = 0;
 	pthread_mutex_lock(&J.lock);
 	char *p = copy, *end = copy + size;
 	bool any = false;
@@ -905,22 +996,20 @@ int control_write(const char *buf, size_t size)
 		if (!q && len == 0 && any)
 			break; /* the final newline */
 		any = true;
-		char *text = printable(p, len);
-		if (memchr(p, '\0', len))
-			rc = fail(&e, EINVAL, "a NUL byte in the request");
-		else {
-			char save = p[len];
-			p[len] = '\0';
-			rc = handle_line(p, len, made, nmade, &e,
-			                 &made[nmade]);
-			p[len] = save;
-		}
+		size_t text_len = 0;
+		char *text = request_copy(p, len, &text_len);
+		char save = p[len];
+		p[len] = '\0';
+		rc = handle_line(p, len, made, nmade, &e, &made[nmade]);
+		p[len] = save;
 		if (rc) {
 			rejected = text;
+			rejected_len = text_len;
 			break;
 		}
 		if (made[nmade]) {
 			made[nmade]->request = text;
+			made[nmade]->request_len = text_len;
 			nmade++;
 		} else {
 			free(text);
@@ -955,7 +1044,7 @@ int control_write(const char *buf, size_t size)
 	}
 	pthread_mutex_unlock(&J.lock);
 	if (rc) /* its line in control/status, once the write is undone */
-		reject(rejected, &e);
+		reject(rejected, rejected_len, &e);
 	free(made);
 	free(copy);
 	return rc;
@@ -981,16 +1070,14 @@ static void set_error(job *j, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Publishes j's output in place of its inputs; under S.publish. */
-static int publish(job *j, const char *out_path)
+/*
+ * Under S.publish, S.cat just reloaded: the first of j's inputs that is no
+ * longer live where it was (in a generation another process published:
+ * segfs's own jobs never share an input), or NULL while the inputs are
+ * still live, consecutive and the same files.
+ */
+static const char *moved_input(const job *j)
 {
-	kvs_error err = {0};
-	kvs_status st = kvs_catalog_reload(S.cat, &err);
-	if (st != KVS_OK) {
-		set_error(j, "reading the catalog: %s", err.message);
-		return -1;
-	}
-	/* the inputs must still be live, consecutive, the same files */
 	size_t count = kvs_catalog_count(S.cat);
 	ptrdiff_t at = kvs_catalog_find(S.cat, j->names[0]);
 	for (size_t k = 0; k < j->n; k++) {
@@ -1000,13 +1087,38 @@ static int publish(job *j, const char *out_path)
 		        : NULL;
 		const slot *s = slot_get(j->inputs[k]);
 		if (!e || strcmp(e->name, s->name) ||
-		    e->header_crc != s->info.header_crc) {
-			set_error(j,
-			          "the catalog changed during the merge: %s is "
-			          "no longer where it was; nothing was published",
-			          s->name);
-			return -1;
-		}
+		    e->header_crc != s->info.header_crc)
+			return s->name;
+	}
+	return NULL;
+}
+
+/* Under S.publish, S.cat just reloaded: j failed because of the
+ * generation another process published during its merge; says so. */
+static void catalog_changed(job *j, const char *moved)
+{
+	set_error(j,
+	          "the catalog changed during the merge (another process "
+	          "published generation %" PRIu64 "%s%s%s); nothing was "
+	          "published",
+	          kvs_catalog_generation(S.cat), moved ? ", in which " : "",
+	          moved ? moved : "",
+	          moved ? " is no longer where it was" : "");
+}
+
+/* Publishes j's output in place of its inputs; under S.publish. */
+static int publish(job *j, const char *out_path)
+{
+	kvs_error err = {0};
+	kvs_status st = kvs_catalog_reload(S.cat, &err);
+	if (st != KVS_OK) {
+		set_error(j, "reading the catalog: %s", err.message);
+		return -1;
+	}
+	const char *moved = moved_input(j);
+	if (moved) {
+		catalog_changed(j, moved);
+		return -1;
 	}
 	char path[PATH_MAX], link_path[PATH_MAX];
 	size_t linked = 0;
@@ -1032,7 +1144,12 @@ static int publish(job *j, const char *out_path)
 		                         (const char *const *)j->names, j->n,
 		                         j->out, false, &err);
 	if (st != KVS_OK) {
-		if (st != KVS_E_IO || linked == j->n)
+		/* KVS_E_CONFLICT: another process published between the
+		 * reload and the replace */
+		if (st == KVS_E_CONFLICT &&
+		    kvs_catalog_reload(S.cat, &err) == KVS_OK)
+			catalog_changed(j, moved_input(j));
+		else if (st != KVS_E_IO || linked == j->n)
 			set_error(j, "publishing: %s", err.message);
 		for (size_t k = 0; k < linked; k++) {
 			segdir_path(link_path, j->names[k], "retired");
@@ -1135,6 +1252,25 @@ static kvs_status publish_output(void *ctx, const char *path, kvs_error *err)
 	return st;
 }
 
+/*
+ * The writer found j's output name taken (KVS_E_EXISTS) before it could
+ * publish. When another process published a generation without j's inputs
+ * meanwhile — most often another segfs on SEGDIR that merged the same
+ * inputs under the same default name — that is the cause to report, not
+ * the writer's "a file appeared there": the file is the other merge's
+ * output. Otherwise the writer's message stands.
+ */
+static void output_taken_why(job *j)
+{
+	kvs_error err;
+	pthread_mutex_lock(&S.publish);
+	const char *moved = NULL;
+	if (kvs_catalog_reload(S.cat, &err) == KVS_OK &&
+	    (moved = moved_input(j)) != NULL)
+		catalog_changed(j, moved);
+	pthread_mutex_unlock(&S.publish);
+}
+
 static kvs_status guarded_merge(job *j, kvs_segment **segs, size_t n,
                                 const char *out_path,
                                 const kvs_merge_options *opt,
@@ -1193,6 +1329,8 @@ static void run(job *j)
 	kvs_status st = KVS_E_INVAL;
 	if (ok) {
 		st = guarded_merge(j, segs, n, out_path, &opt, &err);
+		if (st == KVS_E_EXISTS && !j->error[0])
+			output_taken_why(j);
 		if (st != KVS_OK && st != KVS_E_CANCELED && !j->error[0])
 			set_error(j, "%s", err.message);
 	}
