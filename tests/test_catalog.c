@@ -35,6 +35,9 @@
  *     segments (newest binding wins) equals an oracle computed from the
  *     newest source segment the catalog covers; and no temporary file
  *     remains;
+ *   - a symbolic link as CATALOG (to a catalog elsewhere, or dangling) is
+ *     refused by open, reload and add with KVS_E_CORRUPT naming it, and
+ *     nothing is written through it or in its place;
  *   - no room to publish: on a full tmpfs, a merge whose output fits but
  *     whose catalog file does not (ENOSPC after replace() marked its
  *     inputs), and one whose output does not fit, both fail naming the
@@ -2269,6 +2272,96 @@ static void test_lock_file_link(void **state)
 	assert_int_equal(unlink(lock), 0);
 }
 
+/*
+ * A symbolic link in CATALOG's place, to a catalog elsewhere or to
+ * nothing: CATALOG is never read through a link, and the refusal says
+ * so, naming it, instead of open(2)'s "Too many levels of symbolic
+ * links". Open (writable and read-only), reload and add all fail with
+ * KVS_E_CORRUPT, as for any CATALOG that is not a regular file; nothing
+ * is written through the link or in its place, and an open handle keeps
+ * its catalog.
+ */
+static void test_catalog_link(void **state)
+{
+	(void)state;
+	g_seq = "CATALOG a symbolic link";
+	char dir[PATH_MAX], away[PATH_MAX], cat[PATH_MAX], moved[PATH_MAX];
+	make_subdir(dir, "catlink");
+	make_subdir(away, "catlink-away");
+	assert_int_equal(chmod(g_tmp, 0711), 0);
+	assert_int_equal(chmod(dir, 0755), 0);
+	kvs_catalog *c = make_numbered(dir, 2);
+	write_segment(dir, "s3", 3);
+	path_join(cat, dir, KVS_CATALOG_FILE);
+	path_join(moved, away, KVS_CATALOG_FILE);
+	assert_int_equal(rename(cat, moved), 0);
+	size_t want_len;
+	uint8_t *want = slurp(moved, &want_len);
+	const char *two[] = {"s1", "s2"};
+	static const char *const what = "/CATALOG: a symbolic link, not a "
+	                                "catalog file";
+	const char *targets[] = {KVS_CATALOG_FILE, "nothing"};
+	for (size_t t = 0; t < 2; t++) {
+		char target[PATH_MAX];
+		path_join(target, away, targets[t]);
+		assert_int_equal(symlink(target, cat), 0);
+		g_mode = targets[t];
+
+		kvs_error err = {0};
+		kvs_status st = kvs_catalog_reload(c, &err);
+		CHECK_ST(st, KVS_E_CORRUPT, "reload: %s", err.message);
+		expect_mentions(&err, what, "reload");
+		memset(&err, 0, sizeof err);
+		st = kvs_catalog_add(c, "s3", &err);
+		CHECK_ST(st, KVS_E_CORRUPT, "add: %s", err.message);
+		expect_mentions(&err, what, "add");
+		expect_entries(c, 3, two, 2, "the handle after both");
+
+		for (int ro = 0; ro < 2; ro++) {
+			kvs_catalog *o = NULL;
+			memset(&err, 0, sizeof err);
+			if (ro)
+				lose_write(dir);
+			st = kvs_catalog_open_flags(
+			    &o, dir, ro ? KVS_CATALOG_MAY_READ_ONLY : 0, &err);
+			if (ro)
+				regain_write(dir);
+			CHECK(o == NULL, "%s open gave a handle",
+			      ro ? "a read-only" : "a writable");
+			kvs_catalog_close(o);
+			CHECK_ST(st, KVS_E_CORRUPT, "%s open: %s",
+			         ro ? "a read-only" : "a writable",
+			         err.message);
+			expect_mentions(&err, what, "open");
+		}
+
+		struct stat sb;
+		CHECK(lstat(cat, &sb) == 0 && S_ISLNK(sb.st_mode),
+		      "the link is still there");
+		size_t len;
+		uint8_t *now = slurp(moved, &len);
+		CHECK(len == want_len && memcmp(now, want, len) == 0,
+		      "the linked catalog changed");
+		free(now);
+		CHECK(!exists(away, "nothing"),
+		      "a file was created through the link");
+		EXPECT_U64(count_temporaries(dir, NULL, 0), 0, "temporaries");
+		assert_int_equal(unlink(cat), 0);
+	}
+	g_mode = "";
+	free(want);
+
+	/* with the file itself back all is as it was */
+	assert_int_equal(rename(moved, cat), 0);
+	kvs_error err = {0};
+	EXPECT_OK(kvs_catalog_reload(c, &err), err, "reload with the file");
+	expect_catalog(c, 3, two, 2, "reload with the file");
+	EXPECT_OK(kvs_catalog_add(c, "s3", &err), err, "add with the file");
+	const char *three[] = {"s1", "s2", "s3"};
+	expect_catalog(c, 4, three, 3, "add with the file");
+	kvs_catalog_close(c);
+}
+
 /* ---- the program ----------------------------------------------------------
  */
 
@@ -2308,6 +2401,7 @@ int main(int argc, char **argv)
 	    TEST(test_no_room_to_publish),
 	    TEST(test_read_only),
 	    TEST(test_lock_file_link),
+	    TEST(test_catalog_link),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -543,10 +543,22 @@ static kvs_status read_catalog(const char *dir, cat_state *out, bool *exists,
 	 * blocking the open until some process writes to it */
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0) {
-		if (errno == ENOENT)
+		int e = errno;
+		struct stat lsb;
+		if (e == ENOENT)
 			return KVS_OK;
+		/* O_NOFOLLOW refuses a symbolic link with ELOOP, "Too many
+		 * levels of symbolic links", which does not say what is
+		 * wrong: like any file that is not a regular one (below), a
+		 * link is not a catalog */
+		if (e == ELOOP && lstat(path, &lsb) == 0 &&
+		    S_ISLNK(lsb.st_mode))
+			return BAD("%s: a symbolic link, not a catalog file "
+			           "(put the catalog file itself there, or "
+			           "remove it)",
+			           path);
 		return kvs_error_set(err, KVS_E_IO, "%s: %s", path,
-		                     strerror(errno));
+		                     strerror(e));
 	}
 	*exists = true;
 	uint8_t *d = NULL;
