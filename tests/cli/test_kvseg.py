@@ -1100,6 +1100,18 @@ def test_catalog():
     r = kvseg("catalog", d, "add", "nothere.kvs")
     expect_error(r, 4, "add of a missing file (I/O, as for any verb)",
                  "nothere.kvs", "No such file")
+    # A segment not newer by sequence than the newest (s4.kvs, 5): a
+    # catalog rebuilt by sequence would put it before, so add refuses it,
+    # lower or equal, saying how to mend it.
+    for seq in (1, 5):
+        low = os.path.join(d, "low.kvs")
+        build(low, {bits_of(b"x"): b"x"}, extra=("--sequence", seq))
+        r = kvseg("catalog", d, "add", "low.kvs")
+        expect_error(r, 3, "add of a segment of sequence %d" % seq,
+                     "low.kvs: its sequence %d is not above 5" % seq,
+                     "s4.kvs, the newest live segment",
+                     "--sequence 6")
+        os.unlink(low)
     cat = catalog_list(d)
     check(cat["generation"] == 3 and
           [e["name"] for e in cat["segments"]] == order,
