@@ -10,6 +10,12 @@
  *   - add and replace publish generation + 1, and the CATALOG file is, byte
  *     for byte, what FORMAT.md §10 describes (a reference encoder written
  *     here, entries filled from the segment files' own bytes);
+ *   - add refuses a segment whose sequence is not above every live one's
+ *     (lower, equal, after a merge's output kept the newest input's, and
+ *     after 2^64 - 1) with KVS_E_INVAL naming both sequences, the other
+ *     segment and the fix, the CATALOG unchanged; after the adds and
+ *     replaces it allowed, a catalog rebuilt from the files has the same
+ *     order;
  *   - replace is a compare-and-swap: a stale generation fails with
  *     KVS_E_CONFLICT; inputs that are missing, not consecutive or out of
  *     order, an output that is live, missing or an input, bad names: all
@@ -35,6 +41,9 @@
  *     segments (newest binding wins) equals an oracle computed from the
  *     newest source segment the catalog covers; and no temporary file
  *     remains;
+ *   - a symbolic link as CATALOG (to a catalog elsewhere, or dangling) is
+ *     refused by open, reload and add with KVS_E_CORRUPT naming it, and
+ *     nothing is written through it or in its place;
  *   - no room to publish: on a full tmpfs, a merge whose output fits but
  *     whose catalog file does not (ENOSPC after replace() marked its
  *     inputs), and one whose output does not fit, both fail naming the
@@ -566,6 +575,116 @@ static void test_add(void **state)
 	CHECK(count_temporaries(dir, NULL, 0) == 0, "no temporaries left");
 }
 
+/*
+ * add of name, a segment of sequence seq written for it, must fail with
+ * KVS_E_INVAL, a message holding why and fix, and leave the catalog (in
+ * memory and on disk) at gen with names[0 .. n); the file is then
+ * removed, so that a rebuild does not name it.
+ */
+static void expect_add_refused(kvs_catalog *c, const char *name, uint64_t seq,
+                               uint64_t gen, const char *const *names, size_t n,
+                               const char *why, const char *fix)
+{
+	const char *dir = kvs_catalog_dir(c);
+	char p[PATH_MAX];
+	kvs_error err = {0};
+	write_segment(dir, name, seq);
+	kvs_status st = kvs_catalog_add(c, name, &err);
+	EXPECT_ERR(st, err, "add of %s must fail", name);
+	EXPECT_ST(st, KVS_E_INVAL, "add of %s: %s", name, err.message);
+	expect_mentions(&err, why, name);
+	expect_mentions(&err, fix, name);
+	expect_catalog(c, gen, names, n, "after a refused add");
+	path_join(p, dir, name);
+	assert_int_equal(unlink(p), 0);
+}
+
+static void add_ok(kvs_catalog *c, const char *name, uint64_t seq)
+{
+	kvs_error err = {0};
+	write_segment(kvs_catalog_dir(c), name, seq);
+	EXPECT_OK(kvs_catalog_add(c, name, &err), err, "add %s (%" PRIu64 ")",
+	          name, seq);
+}
+
+/*
+ * A directory's catalog rebuilt from its files orders them by sequence,
+ * then name, so add takes as the newest only a segment whose sequence is
+ * above every live one's: a lower or an equal one is refused, naming both
+ * sequences, the segment of the higher one and the fix. An empty catalog
+ * takes any. replace may keep the newest input's sequence (as kvseg's
+ * catalog merge and segfs do), and the catalog rebuilt after such adds
+ * and replaces has the same order. Where replace gave the output a lower
+ * sequence, the highest live one is named; with it at 2^64 - 1 no add
+ * can follow.
+ */
+static void test_add_sequence(void **state)
+{
+	(void)state;
+	g_seq = "add: sequences in age order";
+	char dir[PATH_MAX], p[PATH_MAX];
+	make_subdir(dir, "addseq");
+	kvs_catalog *c = open_ok(dir, "open");
+	kvs_error err = {0};
+
+	/* "z" (0) sorts after "b" (0) by name: only the rule keeps it out */
+	add_ok(c, "b", 0);
+	const char *b[] = {"b"};
+	expect_add_refused(c, "z", 0, 2, b, 1,
+	                   "/z: its sequence 0 is not above 0, that of b, "
+	                   "the newest live segment",
+	                   "--sequence 1");
+	add_ok(c, "c", 2);
+	const char *bc[] = {"b", "c"};
+	expect_add_refused(c, "d", 1, 3, bc, 2,
+	                   "/d: its sequence 1 is not above 2, that of c, "
+	                   "the newest live segment",
+	                   "--sequence 3");
+	add_ok(c, "e", 3);
+
+	/* a merge's output keeps the newest input's sequence */
+	const char *ce[] = {"c", "e"};
+	write_segment(dir, "m", 3);
+	EXPECT_OK(kvs_catalog_replace(c, 4, ce, 2, "m", true, &err), err,
+	          "replace c e by m (3)");
+	const char *bm[] = {"b", "m"};
+	expect_add_refused(c, "f", 3, 5, bm, 2,
+	                   "/f: its sequence 3 is not above 3, that of m, "
+	                   "the newest live segment",
+	                   "--sequence 4");
+	add_ok(c, "a", 4);
+	const char *bma[] = {"b", "m", "a"};
+	expect_catalog(c, 6, bma, 3, "after the adds");
+
+	/* the rebuilt catalog has the same order */
+	kvs_catalog_close(c);
+	path_join(p, dir, KVS_CATALOG_FILE);
+	assert_int_equal(unlink(p), 0);
+	c = open_ok(dir, "rebuild");
+	expect_catalog(c, 1, bma, 3, "the rebuilt catalog");
+
+	/* a replace that lowered the sequence: the highest is named */
+	const char *newest[] = {"a"};
+	write_segment(dir, "h", 1);
+	EXPECT_OK(kvs_catalog_replace(c, 1, newest, 1, "h", true, &err), err,
+	          "replace a by h (1)");
+	const char *bmh[] = {"b", "m", "h"};
+	expect_add_refused(c, "i", 2, 2, bmh, 3,
+	                   "/i: its sequence 2 is not above 3, that of m, "
+	                   "the live segment of the highest sequence",
+	                   "--sequence 4");
+
+	/* nothing follows 2^64 - 1 */
+	add_ok(c, "max", UINT64_MAX);
+	const char *bmhx[] = {"b", "m", "h", "max"};
+	expect_add_refused(c, "j", UINT64_MAX, 3, bmhx, 4,
+	                   "/j: its sequence 18446744073709551615 is not "
+	                   "above 18446744073709551615",
+	                   "no sequence is");
+	kvs_catalog_close(c);
+	CHECK(count_temporaries(dir, NULL, 0) == 0, "no temporaries left");
+}
+
 /* A catalog of s1 .. sN at generation N + 1. */
 static kvs_catalog *make_numbered(const char *dir, unsigned n)
 {
@@ -687,20 +806,27 @@ static void test_remove_and_unlink(void **state)
 	expect_catalog(c, 8, b, 2, "after removing s3 s4");
 	CHECK(exists(dir, "s3") && exists(dir, "s4"), "kept on disk");
 
-	/* a removed file can come back as the newest */
-	EXPECT_OK(kvs_catalog_add(c, "s3", &err), err, "add s3 again");
-	const char *d[] = {"s2", "s5", "s3"};
-	expect_catalog(c, 9, d, 3, "after adding s3 again");
+	/* a removed file can come back as the newest when its sequence is
+	 * above every live one's: not s3 (3) after s5 (5), but s5 after s2 */
+	kvs_status st = kvs_catalog_add(c, "s3", &err);
+	EXPECT_ERR(st, err, "add s3 again after s5");
+	EXPECT_ST(st, KVS_E_INVAL, "add s3 again after s5");
+	expect_catalog(c, 8, b, 2, "after the refused add");
+	const char *newest[] = {"s5"};
+	EXPECT_OK(kvs_catalog_replace(c, 8, newest, 1, NULL, false, &err), err,
+	          "remove s5");
+	EXPECT_OK(kvs_catalog_add(c, "s5", &err), err, "add s5 again");
+	expect_catalog(c, 10, b, 2, "after adding s5 again");
 
-	EXPECT_OK(kvs_catalog_replace(c, 9, d, 3, NULL, true, &err), err,
+	EXPECT_OK(kvs_catalog_replace(c, 10, b, 2, NULL, true, &err), err,
 	          "remove all");
-	expect_catalog(c, 10, NULL, 0, "after removing all");
-	CHECK(!exists(dir, "s2") && !exists(dir, "s5") && !exists(dir, "s3"),
-	      "all unlinked");
-	CHECK(exists(dir, "s4"), "s4 was never unlinked");
+	expect_catalog(c, 11, NULL, 0, "after removing all");
+	CHECK(!exists(dir, "s2") && !exists(dir, "s5"), "all unlinked");
+	CHECK(exists(dir, "s3") && exists(dir, "s4"),
+	      "s3 and s4 were never unlinked");
 	kvs_catalog_close(c);
 	c = open_ok(dir, "reopen");
-	expect_catalog(c, 10, NULL, 0, "reopen");
+	expect_catalog(c, 11, NULL, 0, "reopen");
 	kvs_catalog_close(c);
 }
 
@@ -2269,6 +2395,96 @@ static void test_lock_file_link(void **state)
 	assert_int_equal(unlink(lock), 0);
 }
 
+/*
+ * A symbolic link in CATALOG's place, to a catalog elsewhere or to
+ * nothing: CATALOG is never read through a link, and the refusal says
+ * so, naming it, instead of open(2)'s "Too many levels of symbolic
+ * links". Open (writable and read-only), reload and add all fail with
+ * KVS_E_CORRUPT, as for any CATALOG that is not a regular file; nothing
+ * is written through the link or in its place, and an open handle keeps
+ * its catalog.
+ */
+static void test_catalog_link(void **state)
+{
+	(void)state;
+	g_seq = "CATALOG a symbolic link";
+	char dir[PATH_MAX], away[PATH_MAX], cat[PATH_MAX], moved[PATH_MAX];
+	make_subdir(dir, "catlink");
+	make_subdir(away, "catlink-away");
+	assert_int_equal(chmod(g_tmp, 0711), 0);
+	assert_int_equal(chmod(dir, 0755), 0);
+	kvs_catalog *c = make_numbered(dir, 2);
+	write_segment(dir, "s3", 3);
+	path_join(cat, dir, KVS_CATALOG_FILE);
+	path_join(moved, away, KVS_CATALOG_FILE);
+	assert_int_equal(rename(cat, moved), 0);
+	size_t want_len;
+	uint8_t *want = slurp(moved, &want_len);
+	const char *two[] = {"s1", "s2"};
+	static const char *const what = "/CATALOG: a symbolic link, not a "
+	                                "catalog file";
+	const char *targets[] = {KVS_CATALOG_FILE, "nothing"};
+	for (size_t t = 0; t < 2; t++) {
+		char target[PATH_MAX];
+		path_join(target, away, targets[t]);
+		assert_int_equal(symlink(target, cat), 0);
+		g_mode = targets[t];
+
+		kvs_error err = {0};
+		kvs_status st = kvs_catalog_reload(c, &err);
+		CHECK_ST(st, KVS_E_CORRUPT, "reload: %s", err.message);
+		expect_mentions(&err, what, "reload");
+		memset(&err, 0, sizeof err);
+		st = kvs_catalog_add(c, "s3", &err);
+		CHECK_ST(st, KVS_E_CORRUPT, "add: %s", err.message);
+		expect_mentions(&err, what, "add");
+		expect_entries(c, 3, two, 2, "the handle after both");
+
+		for (int ro = 0; ro < 2; ro++) {
+			kvs_catalog *o = NULL;
+			memset(&err, 0, sizeof err);
+			if (ro)
+				lose_write(dir);
+			st = kvs_catalog_open_flags(
+			    &o, dir, ro ? KVS_CATALOG_MAY_READ_ONLY : 0, &err);
+			if (ro)
+				regain_write(dir);
+			CHECK(o == NULL, "%s open gave a handle",
+			      ro ? "a read-only" : "a writable");
+			kvs_catalog_close(o);
+			CHECK_ST(st, KVS_E_CORRUPT, "%s open: %s",
+			         ro ? "a read-only" : "a writable",
+			         err.message);
+			expect_mentions(&err, what, "open");
+		}
+
+		struct stat sb;
+		CHECK(lstat(cat, &sb) == 0 && S_ISLNK(sb.st_mode),
+		      "the link is still there");
+		size_t len;
+		uint8_t *now = slurp(moved, &len);
+		CHECK(len == want_len && memcmp(now, want, len) == 0,
+		      "the linked catalog changed");
+		free(now);
+		CHECK(!exists(away, "nothing"),
+		      "a file was created through the link");
+		EXPECT_U64(count_temporaries(dir, NULL, 0), 0, "temporaries");
+		assert_int_equal(unlink(cat), 0);
+	}
+	g_mode = "";
+	free(want);
+
+	/* with the file itself back all is as it was */
+	assert_int_equal(rename(moved, cat), 0);
+	kvs_error err = {0};
+	EXPECT_OK(kvs_catalog_reload(c, &err), err, "reload with the file");
+	expect_catalog(c, 3, two, 2, "reload with the file");
+	EXPECT_OK(kvs_catalog_add(c, "s3", &err), err, "add with the file");
+	const char *three[] = {"s1", "s2", "s3"};
+	expect_catalog(c, 4, three, 3, "add with the file");
+	kvs_catalog_close(c);
+}
+
 /* ---- the program ----------------------------------------------------------
  */
 
@@ -2295,6 +2511,7 @@ int main(int argc, char **argv)
 	    TEST(test_file_mode),
 	    TEST(test_scan_without_catalog),
 	    TEST(test_add),
+	    TEST(test_add_sequence),
 	    TEST(test_replace),
 	    TEST(test_remove_and_unlink),
 	    TEST(test_reload),
@@ -2308,6 +2525,7 @@ int main(int argc, char **argv)
 	    TEST(test_no_room_to_publish),
 	    TEST(test_read_only),
 	    TEST(test_lock_file_link),
+	    TEST(test_catalog_link),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

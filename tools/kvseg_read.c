@@ -11,6 +11,7 @@
  */
 #include "kvseg_cli.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,17 @@ int open_catalog_segment(const char *verb, const kvs_catalog *c, size_t i,
 int cursor_failure(const char *verb, const char *path, kvs_status st)
 {
 	cli_error(verb, path, "reading records: %s", kvs_strerror(st));
+	return exit_for_status(st);
+}
+
+/* A failure to read record ordinal (0-based, as verify counts them) after
+ * the records before it were printed. */
+static int record_failure(const char *verb, const char *path, uint64_t ordinal,
+                          kvs_status st)
+{
+	cli_error(verb, path,
+	          "record %" PRIu64 ": %s (the records before it were printed)",
+	          ordinal, kvs_strerror(st));
 	return exit_for_status(st);
 }
 
@@ -216,6 +228,11 @@ static kvs_status scan_start(kvs_cursor *cur, const kvs_segment_info *info,
 	return kvs_cursor_seek(cur, start->key, start->bits);
 }
 
+/*
+ * Prints the records f selects. A damaged record ends the output, but the
+ * records read before it are printed first: they passed the reader's
+ * checks, and they may be all that can be saved of the segment.
+ */
 static int print_records(const char *verb, const char *path, kvs_segment *seg,
                          const struct scan_filter *f)
 {
@@ -223,6 +240,9 @@ static int print_records(const char *verb, const char *path, kvs_segment *seg,
 	kvs_segment_info info;
 	struct strbuf sb = {0};
 	uint64_t printed = 0;
+	/* the record being read; none known while scan_start seeks */
+	uint64_t reading = 0;
+	bool reading_known = false;
 	kvs_status st;
 	int rc = EXIT_OK;
 
@@ -237,6 +257,8 @@ static int print_records(const char *verb, const char *path, kvs_segment *seg,
 		const uint8_t *value = NULL;
 		size_t value_len = 0;
 
+		reading = kvs_cursor_ordinal(cur);
+		reading_known = true;
 		if (f->to.given &&
 		    kvs_key_compare(key, key_bits, f->to.key, f->to.bits) >= 0)
 			break;
@@ -263,15 +285,26 @@ static int print_records(const char *verb, const char *path, kvs_segment *seg,
 			}
 			sb.len = 0;
 		}
+		/* the limit reached, the next record is not read: a scan
+		 * that ends before a damaged record succeeds */
+		if (printed == f->limit)
+			break;
+		/* a failed next() leaves the cursor at the end, so the
+		 * record it was reading is known only from here */
+		reading++;
 		st = kvs_cursor_next(cur);
-	}
-	if (st != KVS_OK) {
-		rc = cursor_failure(verb, path, st);
-		goto out;
 	}
 	if (sb.len)
 		fwrite(sb.data, 1, sb.len, stdout);
 	rc = cli_flush_stdout(verb);
+	if (st != KVS_OK) {
+		int failed = reading_known
+		                 ? record_failure(verb, path, reading, st)
+		                 : cursor_failure(verb, path, st);
+		/* a stdout that failed too is reported above, and wins */
+		if (rc == EXIT_OK)
+			rc = failed;
+	}
 out:
 	if (cur)
 		kvs_cursor_close(cur);

@@ -598,10 +598,22 @@ static kvs_status read_catalog(const char *dir, cat_state *out, bool *exists,
 	 * blocking the open until some process writes to it */
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0) {
-		if (errno == ENOENT)
+		int e = errno;
+		struct stat lsb;
+		if (e == ENOENT)
 			return KVS_OK;
+		/* O_NOFOLLOW refuses a symbolic link with ELOOP, "Too many
+		 * levels of symbolic links", which does not say what is
+		 * wrong: like any file that is not a regular one (below), a
+		 * link is not a catalog */
+		if (e == ELOOP && lstat(path, &lsb) == 0 &&
+		    S_ISLNK(lsb.st_mode))
+			return BAD("%s: a symbolic link, not a catalog file "
+			           "(put the catalog file itself there, or "
+			           "remove it)",
+			           path);
 		return kvs_error_set(err, KVS_E_IO, "%s: %s", path,
-		                     strerror(errno));
+		                     strerror(e));
 	}
 	*exists = true;
 	uint8_t *d = NULL;
@@ -1121,6 +1133,45 @@ static kvs_status next_generation(const kvs_catalog *c, const cat_state *disk,
 	return KVS_OK;
 }
 
+/*
+ * A segment added as the newest must have a sequence above every live
+ * one's (FORMAT.md §10.2). A directory's catalog rebuilt from its files
+ * orders them by sequence, then name; were age order and sequence order
+ * to disagree, a rebuild would reorder the segments and change which
+ * binding of a key wins. Equal is refused too: the rebuild would order
+ * the two by name. (replace() may keep the newest input's sequence: its
+ * output takes the inputs' place, so the orders still agree.)
+ */
+static kvs_status check_newest(const kvs_catalog *c, const cat_state *disk,
+                               const kvs_catalog_entry *e, kvs_error *err)
+{
+	size_t top = 0; /* the highest sequence; the newest such */
+	for (size_t i = 1; i < disk->count; i++)
+		if (disk->entries[i].sequence >= disk->entries[top].sequence)
+			top = i;
+	if (disk->count == 0 || e->sequence > disk->entries[top].sequence)
+		return KVS_OK;
+	uint64_t seq = disk->entries[top].sequence;
+	const char *role = top == disk->count - 1
+	                       ? "the newest live segment"
+	                       : "the live segment of the highest sequence";
+	if (seq == UINT64_MAX)
+		return kvs_error_set(err, KVS_E_INVAL,
+		                     "%s/%s: its sequence %" PRIu64
+		                     " is not above %" PRIu64
+		                     ", that of %s, %s, and no sequence is",
+		                     c->dir, e->name, e->sequence, seq,
+		                     disk->entries[top].name, role);
+	return kvs_error_set(err, KVS_E_INVAL,
+	                     "%s/%s: its sequence %" PRIu64
+	                     " is not above %" PRIu64 ", that of %s, %s (a "
+	                     "catalog rebuilt from the files orders them by "
+	                     "sequence): rebuild it with --sequence %" PRIu64
+	                     " or higher",
+	                     c->dir, e->name, e->sequence, seq,
+	                     disk->entries[top].name, role, seq + 1);
+}
+
 kvs_status kvs_catalog_add(kvs_catalog *c, const char *name, kvs_error *err)
 {
 	kvs_status st = check_name(c->dir, name, "segment", err);
@@ -1147,6 +1198,7 @@ kvs_status kvs_catalog_add(kvs_catalog *c, const char *name, kvs_error *err)
 		goto out;
 	}
 	if ((st = new_entry(c->dir, name, &e, err)) != KVS_OK ||
+	    (st = check_newest(c, &disk, &e, err)) != KVS_OK ||
 	    (st = next_generation(c, &disk, &next.generation, err)) != KVS_OK)
 		goto out;
 	next.entries = malloc((disk.count + 1) * sizeof *next.entries);

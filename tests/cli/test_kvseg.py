@@ -647,6 +647,49 @@ def test_verify_and_corruption():
     expect_error(r, 4, "verify of a missing file", "missing.seg")
 
 
+def test_damage_mid_stream():
+    """dump and scan print every record before a damaged one, then name
+    the file and the record on stderr and exit 3. The damage is made from
+    FORMAT.md §6.1: k10000 follows k09999, so with K = 15 it is the
+    non-restart record 9999, stored as h = 4 * lcp (lcp 1, "k") and the
+    suffix "10000", then its value "v"; an h of 4 * 31 claims an LCP
+    longer than the previous key, which no reader may accept."""
+    n = 20000
+    records = {bits_of(b"k%05d" % i): b"v" for i in range(1, n + 1)}
+    good = path("undamaged.kvs")
+    build(good, records, extra=("--restart", 15))
+    # the oracle is the dump of the undamaged file (itself checked
+    # against the records, so that a dump of nothing cannot pass)
+    oracle = kvseg("dump", good).out.splitlines(keepends=True)
+    check(b"".join(oracle) == expected_dump(records), "the undamaged dump")
+    data = open(good, "rb").read()
+    rec = bytes([4]) + b"10000v"
+    if not check(data.count(rec) == 1, "record 9999's bytes are found once"):
+        return
+    at = data.find(rec)
+    bad = path("damaged.kvs")
+    with open(bad, "wb") as f:
+        f.write(data[:at] + bytes([4 * 31]) + data[at + 1:])
+    for args, first in ((("dump", bad), 0), (("scan", bad), 0),
+                        (("scan", bad, "--from", "k05000"), 4999)):
+        r = kvseg(*args)
+        lines = r.out.splitlines(keepends=True)
+        expect_error(r, 3, "%s of a segment damaged mid-stream" % args[0],
+                     "kvseg %s: %s: record 9999: " % (args[0], bad))
+        check(len(r.err.splitlines()) == 1, "one message: %r" % r.err)
+        check(len(lines) > 0 and lines == oracle[first:first + len(lines)],
+              "%r prints the undamaged file's records before the damage"
+              % (args,), r)
+        check(first + len(lines) == 9999, "%r prints all %d records "
+              "before record 9999, not %d" % (args, 9999 - first,
+                                               len(lines)))
+    # a --limit that stops before the damage never reaches it
+    r = kvseg("scan", bad, "--limit", 9999)
+    check(r.rc == 0 and r.err == "" and
+          r.out.splitlines(keepends=True) == oracle[:9999],
+          "a scan that stops before the damage succeeds", r)
+
+
 def test_stat():
     for profile, framing in MODES:
         records = random_records(500, profile, framing == "typed")
@@ -1057,6 +1100,18 @@ def test_catalog():
     r = kvseg("catalog", d, "add", "nothere.kvs")
     expect_error(r, 4, "add of a missing file (I/O, as for any verb)",
                  "nothere.kvs", "No such file")
+    # A segment not newer by sequence than the newest (s4.kvs, 5): a
+    # catalog rebuilt by sequence would put it before, so add refuses it,
+    # lower or equal, saying how to mend it.
+    for seq in (1, 5):
+        low = os.path.join(d, "low.kvs")
+        build(low, {bits_of(b"x"): b"x"}, extra=("--sequence", seq))
+        r = kvseg("catalog", d, "add", "low.kvs")
+        expect_error(r, 3, "add of a segment of sequence %d" % seq,
+                     "low.kvs: its sequence %d is not above 5" % seq,
+                     "s4.kvs, the newest live segment",
+                     "--sequence 6")
+        os.unlink(low)
     cat = catalog_list(d)
     check(cat["generation"] == 3 and
           [e["name"] for e in cat["segments"]] == order,
@@ -1629,7 +1684,8 @@ def test_interrupted():
 
 TESTS = [test_help, test_modes_and_formats, test_dump_across_modes,
          test_get, test_scan_filters, test_duplicates, test_bad_input,
-         test_empty_and_bits, test_verify_and_corruption, test_stat,
+         test_empty_and_bits, test_verify_and_corruption,
+         test_damage_mid_stream, test_stat,
          test_bad_arguments, test_large, test_merge, test_catalog,
          test_build_memory, test_cut_short, test_interrupted]
 

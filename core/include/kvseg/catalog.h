@@ -134,8 +134,9 @@ bool kvs_catalog_temporary_name(const char *name);
  * publishes; the handle moves to the new generation. A name is 1..255
  * bytes without '/', not starting with '.' and not CATALOG or
  * CATALOG.lock (FORMAT.md §10.2); the file must open as a segment
- * (KVS_E_IO when it is missing or cannot be read) and must not be live
- * (KVS_E_INVAL otherwise). */
+ * (KVS_E_IO when it is missing or cannot be read), must not be live, and
+ * its sequence must be above every live segment's, as a catalog rebuilt
+ * from the files orders them by sequence (KVS_E_INVAL otherwise). */
 kvs_status kvs_catalog_add(kvs_catalog *c, const char *name, kvs_error *err);
 
 /*
