@@ -1168,7 +1168,7 @@ static int publish(job *j, const char *out_path)
 			unlink(path);
 		}
 	}
-	if (state_reload_locked(&err, true) != 0)
+	if (state_reload_locked(&err) != 0)
 		set_error(j, "published, but not yet served: %s", err.message);
 	return 0;
 }

@@ -96,6 +96,21 @@ static int scope_check(const scope *sc, snap **sn)
 	return slot_alive(s) ? 0 : ENOENT;
 }
 
+/*
+ * Is the directory under a view/ that the catalog has since replaced
+ * (state.c, invalidate)? The kernel then has dropped that view/'s entry,
+ * but a lookup racing with the drop can still come through it: an entry
+ * it cached there would be out of reach, yet held (and its segment with
+ * it) for the entry timeout. Entries there are given no time in the
+ * cache, so the kernel forgets each after use.
+ */
+static bool scope_is_stale(scope sc)
+{
+	return sc.view && sc.id != atomic_load(&S.view_epoch);
+}
+
+static bool scope_stale(const dirref *d) { return scope_is_stale(d->sc); }
+
 static void dir_release(dirref *d)
 {
 	snap_unref(d->sn, 1);
@@ -113,7 +128,7 @@ static int dir_resolve(fuse_ino_t ino, dirref *d)
 	d->sn = NULL;
 	switch (ino_kind(ino)) {
 	case K_VIEWDIR:
-		d->sc = (scope){true, 0};
+		d->sc = (scope){true, ino_low(ino)}; /* its epoch */
 		break;
 	case K_SEGDIR:
 		d->sc = (scope){false, ino_low(ino)};
@@ -181,6 +196,15 @@ static bool scope_damaged(const dirref *d)
 		if (slot_damaged(slot_get(scope_id(d, i))))
 			return true;
 	return false;
+}
+
+/* Are all the segments of the directory's scope open? */
+static bool scope_alive(const dirref *d)
+{
+	for (size_t i = 0; i < scope_count(d); i++)
+		if (!slot_alive(slot_get(scope_id(d, i))))
+			return false;
+	return true;
 }
 
 static bool scope_tombstones(const dirref *d)
@@ -458,14 +482,16 @@ static int do_getattr(fuse_ino_t ino, struct stat *st)
 
 /* ---- lookups ------------------------------------------------------------------------ */
 
-static void reply_entry_stat(fuse_req_t req, const struct stat *st)
+/* keep: the kernel may cache the entry (not under a stale view/, see
+ * scope_stale) */
+static void reply_entry_stat(fuse_req_t req, const struct stat *st, bool keep)
 {
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof e);
 	e.ino = st->st_ino;
 	e.attr = *st;
 	e.attr_timeout = attr_timeout(e.ino);
-	e.entry_timeout = entry_timeout(e.ino);
+	e.entry_timeout = keep ? entry_timeout(e.ino) : 0;
 	ino_ref(e.ino, 1, true);
 	if (fuse_reply_entry(req, &e) != 0)
 		ino_ref(e.ino, 1, false);
@@ -480,14 +506,19 @@ static void reply_negative(fuse_req_t req, double timeout)
 	fuse_reply_entry(req, &e);
 }
 
-static void reply_ino(fuse_req_t req, fuse_ino_t ino)
+static void reply_ino_keep(fuse_req_t req, fuse_ino_t ino, bool keep)
 {
 	struct stat st;
 	int err = do_getattr(ino, &st);
 	if (err)
 		fuse_reply_err(req, err);
 	else
-		reply_entry_stat(req, &st);
+		reply_entry_stat(req, &st, keep);
+}
+
+static void reply_ino(fuse_req_t req, fuse_ino_t ino)
+{
+	reply_ino_keep(req, ino, true);
 }
 
 /* The key file (slot, ord) as an entry of the directory. */
@@ -718,8 +749,9 @@ static GUARDED_FN void segfs_lookup(fuse_req_t req, fuse_ino_t parent,
 	}
 	fuse_ino_t ino;
 	uint8_t *dp;
-	size_t dplen;
+	size_t dplen = 0;
 	err = dir_find(&d, name, len, &ino, &dp, &dplen);
+	bool keep = !scope_stale(&d);
 	if (!err && dp) {
 		struct stat st;
 		fuse_ino_t dino = ptab_ref(d.sc, dp, dplen);
@@ -732,14 +764,19 @@ static GUARDED_FN void segfs_lookup(fuse_req_t req, fuse_ino_t parent,
 			dir_stat(&st, dino, scope_times(&d), 2);
 			e.ino = dino;
 			e.attr = st;
-			e.attr_timeout = e.entry_timeout = S.timeout;
+			e.attr_timeout = S.timeout;
+			e.entry_timeout = keep ? S.timeout : 0;
 			if (fuse_reply_entry(req, &e) != 0)
 				ptab_forget(ino_low(dino), 1);
 		}
 	} else if (!err && ino) {
-		reply_ino(req, ino);
+		reply_ino_keep(req, ino, keep);
+		if (keep)
+			state_note_entry(parent, name);
+		else
+			state_drop_entry_later(parent, name);
 	} else if (!err) {
-		reply_negative(req, S.timeout);
+		reply_negative(req, keep ? S.timeout : 0);
 	}
 	if (err)
 		fuse_reply_err(req, err);
@@ -911,6 +948,7 @@ typedef struct dirh {
 	uint64_t last_bits;
 	bool has_last;
 	int err; /* an error after entries were replied: the next reply */
+	bool closed; /* vc closed: a segment of the scope died (ESTALE) */
 } dirh;
 
 /* Is key above the handle's last one (or is there none)? Not, in a
@@ -987,7 +1025,8 @@ static void segfs_releasedir(fuse_req_t req, fuse_ino_t ino,
 	(void)ino;
 	dirh *h = (dirh *)(uintptr_t)fi->fh;
 	if (h) {
-		vc_close(&h->vc);
+		if (!h->closed)
+			vc_close(&h->vc);
 		free(h->last);
 		if (!h->d.sc.view)
 			slot_unref(slot_get(h->d.sc.id), 1);
@@ -1087,7 +1126,7 @@ static size_t add_entry(fuse_req_t req, bool plus, char *buf, size_t room,
 	e.ino = st->st_ino;
 	e.attr = *st;
 	e.attr_timeout = attr_timeout(e.ino);
-	e.entry_timeout = entry_timeout(e.ino);
+	e.entry_timeout = scope_is_stale(sc) ? 0 : entry_timeout(e.ino);
 	return fuse_add_direntry_plus(req, buf, room, name, &e, off);
 }
 
@@ -1164,6 +1203,16 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	 * listing's cursors are not used again */
 	if (scope_damaged(d)) {
 		fuse_reply_err(req, EIO);
+		return;
+	}
+	/* a retired segment of the scope was closed (-o retire_after): the
+	 * listing lets its mapping go and ends */
+	if (!h->closed && !scope_alive(d)) {
+		vc_close(&h->vc);
+		h->closed = true;
+	}
+	if (h->closed) {
+		fuse_reply_err(req, ESTALE);
 		return;
 	}
 	if (h->err) { /* the error that ended the last reply's entries */
@@ -1491,7 +1540,9 @@ static void segfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 	erofs_entry(req);
 }
 
-/* ---- requests that read segments, guarded (guard.h) ---------------------- */
+/* ---- requests that read segments, guarded (guard.h) ----------------------
+ * Each runs between tls_enter and tls_leave, which is where this thread's
+ * cursors may be used, and swept when a segment dies (segfs.h). */
 
 /* A read of a mapping faulted: its segment is damaged from now on, and
  * the request fails. Each of these requests replies last, after every
@@ -1506,44 +1557,58 @@ static void fault_reply(fuse_req_t req)
 static void guarded_lookup(fuse_req_t req, fuse_ino_t parent,
                            const char *name)
 {
+	tls_enter();
 	GUARDED(fault_reply(req), segfs_lookup(req, parent, name));
+	tls_leave();
 }
 
 static void guarded_getattr(fuse_req_t req, fuse_ino_t ino,
                             struct fuse_file_info *fi)
 {
+	tls_enter();
 	GUARDED(fault_reply(req), segfs_getattr(req, ino, fi));
+	tls_leave();
 }
 
 static void guarded_read(fuse_req_t req, fuse_ino_t ino, size_t size,
                          off_t off, struct fuse_file_info *fi)
 {
+	tls_enter();
 	GUARDED(fault_reply(req), segfs_read(req, ino, size, off, fi));
+	tls_leave();
 }
 
 static void guarded_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
                             off_t off, struct fuse_file_info *fi)
 {
+	tls_enter();
 	GUARDED(fault_reply(req),
 	        do_readdir(req, ino, size, off, fi, false));
+	tls_leave();
 }
 
 static void guarded_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
                                 off_t off, struct fuse_file_info *fi)
 {
+	tls_enter();
 	GUARDED(fault_reply(req),
 	        do_readdir(req, ino, size, off, fi, true));
+	tls_leave();
 }
 
 static void guarded_getxattr(fuse_req_t req, fuse_ino_t ino,
                              const char *name, size_t size)
 {
+	tls_enter();
 	GUARDED(fault_reply(req), segfs_getxattr(req, ino, name, size));
+	tls_leave();
 }
 
 static void guarded_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+	tls_enter();
 	GUARDED(fault_reply(req), segfs_listxattr(req, ino, size));
+	tls_leave();
 }
 
 static const struct fuse_lowlevel_ops segfs_ops = {
@@ -1581,7 +1646,7 @@ struct cli {
 	char *segdir;
 	char *sep;
 	int tombstones, skip_bad, verify, mt, keep_retired;
-	double timeout;
+	double timeout, retire_after;
 	unsigned workers, queue, history;
 };
 
@@ -1597,6 +1662,7 @@ static const struct fuse_opt cli_opts[] = {
     {"queue=%u", offsetof(struct cli, queue), 0},
     {"history=%u", offsetof(struct cli, history), 0},
     {"timeout=%lf", offsetof(struct cli, timeout), 0},
+    {"retire_after=%lf", offsetof(struct cli, retire_after), 0},
     FUSE_OPT_END,
 };
 
@@ -1639,7 +1705,11 @@ static void usage(const char *prog)
 	       "                       (default 1024)\n"
 	       "    -o keep_retired    keep the files of merged-away\n"
 	       "                       segments (default: delete each once\n"
-	       "                       its last reader is gone)\n\n",
+	       "                       its last reader is gone)\n"
+	       "    -o retire_after=SECS  close a merged-away segment that\n"
+	       "                       open files still hold this long after\n"
+	       "                       the merge (default 60): they then fail\n"
+	       "                       with ESTALE, and its space is freed\n\n",
 	       prog);
 }
 
@@ -1666,8 +1736,11 @@ static bool covers(const char *mountpoint, const char *path)
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct cli cli = {
-	    .timeout = S.timeout, .workers = 2, .queue = 16, .history = 1024};
+	struct cli cli = {.timeout = S.timeout,
+	                  .retire_after = S.retire_after,
+	                  .workers = 2,
+	                  .queue = 16,
+	                  .history = 1024};
 	struct fuse_cmdline_opts opts;
 	int ret = 1;
 
@@ -1712,8 +1785,10 @@ int main(int argc, char *argv[])
 		ret = 2;
 		goto out_args;
 	}
-	if (!(cli.timeout >= 0 && cli.timeout <= 1e9)) {
-		fprintf(stderr, "segfs: -o timeout= must be 0..1e9 seconds\n");
+	if (!(cli.timeout >= 0 && cli.timeout <= 1e9) ||
+	    !(cli.retire_after >= 0 && cli.retire_after <= 1e9)) {
+		fprintf(stderr, "segfs: -o timeout= and -o retire_after= must "
+		                "be 0..1e9 seconds\n");
 		ret = 2;
 		goto out_args;
 	}
@@ -1746,6 +1821,7 @@ int main(int argc, char *argv[])
 	S.verify = cli.verify;
 	S.keep_retired = cli.keep_retired;
 	S.timeout = cli.timeout;
+	S.retire_after = cli.retire_after;
 	S.workers = cli.workers;
 	S.queue = cli.queue;
 	S.history = cli.history;
@@ -1769,7 +1845,9 @@ int main(int argc, char *argv[])
 	fuse_daemonize(opts.foreground);
 	/* threads after the fork of fuse_daemonize */
 	S.se = se;
-	int e = control_start();
+	int e = state_reaper_start();
+	if (!e)
+		e = control_start();
 	if (!e && (e = state_watch_start()) != 0) {
 		/* serve on; only other processes' changes go unseen */
 		fprintf(stderr,
@@ -1801,6 +1879,7 @@ out_threads:
 	__atomic_store_n(&S.se, NULL, __ATOMIC_SEQ_CST);
 	state_watch_stop();
 	control_stop();
+	state_reaper_stop();
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);

@@ -15,8 +15,10 @@
  * slots, oldest first. Both are counted: a snapshot holds its slots; the
  * kernel's lookup counts hold the inodes that name them (see ino_kind);
  * open directories and -o sep directories hold theirs. A snapshot or slot
- * whose count reaches zero is dead: a dead slot's file is unmapped, and
- * deleted if a merge retired it. The structures themselves are kept until
+ * whose count reaches zero is dead: a dead slot's file is unmapped (once
+ * no thread's cursor holds it: slot_cursor), and deleted if a merge
+ * retired it. A retired slot dies at the latest S.retire_after seconds
+ * after its retirement, whatever its count (state_reaper_start). The structures themselves are kept until
  * unmount (they are small), so a request racing with a death reads stale
  * but valid memory; that is what keeps the read path free of locks.
  */
@@ -107,6 +109,7 @@ typedef struct slot {
 	struct stat st;      /* the segment file's */
 	atomic_uint_fast64_t refs;
 	bool retired;        /* no longer live */
+	double retired_at;   /* when (CLOCK_MONOTONIC seconds) */
 	bool linked;         /* .NAME.retired is ours to delete at death */
 	bool busy;           /* an input of a queued or running job, or of
 	                      * a request of the write being checked */
@@ -129,6 +132,7 @@ struct segfs_state {
 	/* options */
 	char *segdir;
 	bool tombstones, skip_bad, verify, keep_retired;
+	double retire_after; /* a retired slot is closed this long after */
 	int sep; /* -1: flat directories */
 	double timeout;
 	unsigned workers, queue;
@@ -137,7 +141,6 @@ struct segfs_state {
 	pthread_mutex_t lock;  /* slot and snapshot births and deaths */
 	pthread_mutex_t publish; /* catalog changes, one at a time */
 	_Atomic(snap *) current;
-	atomic_uint_fast64_t dead_epoch; /* bumped when a slot dies */
 	atomic_uint_fast64_t view_epoch; /* bumped when view/ changes */
 	kvs_catalog *cat;    /* under publish */
 	struct stat dir_st;  /* SEGDIR's */
@@ -184,28 +187,63 @@ void state_load(void);
 void state_unload(void);
 /*
  * Reads the newest catalog generation and makes it current (opening new
- * segments, retiring the rest), then tells the kernel what changed.
- * merged: the change is known to be a merge, which never changes what
- * view/ shows; otherwise the kernel's cached view/ entries are dropped
- * unless the change looks like one (consecutive segments replaced by one
- * of the newest one's sequence). Under S.publish. Returns 0 or an errno
- * (the current snapshot stays) with a message in err.
+ * segments, retiring the rest), then tells the kernel what changed: the
+ * entries it caches under view/ and of retired segments are dropped, so
+ * that none keeps a retired segment (see state_reaper_start). Under
+ * S.publish. Returns 0 or an errno (the current snapshot stays) with a
+ * message in err.
  */
-int state_reload_locked(kvs_error *err, bool merged);
+int state_reload_locked(kvs_error *err);
 /* Starts the thread that reloads when another process changes the
  * catalog (inotify on SEGDIR). */
 int state_watch_start(void);
 void state_watch_stop(void);
 
-/* This thread's cursor on slot s (opened on first use), or NULL. */
+/*
+ * This thread's cursor on slot s (opened on first use), or NULL. Only
+ * between tls_enter and tls_leave: a cursor holds its segment's mapping,
+ * and a slot's death closes the cursors of every thread outside a
+ * request at once, and of the others when they leave theirs, so that no
+ * thread keeps a dead segment mapped (however long it then stays idle).
+ */
 kvs_cursor *slot_cursor(slot *s);
+void tls_enter(void);
+void tls_leave(void);
 /* Closes this thread's cursors. */
 void tls_release(void);
 
+/*
+ * Retired slots that readers still hold (the kernel's open files, an open
+ * listing) are closed S.retire_after seconds after their retirement by a
+ * thread of their own: their files then fail with ESTALE, and their
+ * mapping and file go.
+ */
+int state_reaper_start(void);
+void state_reaper_stop(void);
+/*
+ * An entry given under a view/ that the catalog has replaced (segfs.c,
+ * scope_stale): out of reach for new paths, yet the kernel would keep it
+ * (and the segment its inode names) until the timeout. The reaper drops
+ * it from the kernel's cache a moment later (a notification from within
+ * the lookup would deadlock). Too many at once are left to -o
+ * retire_after.
+ */
+void state_drop_entry_later(fuse_ino_t parent, const char *name);
+/*
+ * A key entry just given to the kernel (lookup). A catalog change drops
+ * view/'s entry, and with it every cached entry below that no process
+ * uses; one a process has open at that moment would stay cached, out of
+ * reach, holding its segment until the entry timeout. The last few
+ * hundred entries given are remembered, and a catalog change drops each
+ * by name (it is then forgotten once closed).
+ */
+void state_note_entry(fuse_ino_t parent, const char *name);
+
 /* ---- -o sep directories ------------------------------------------------- */
 
-/* A scope: a slot (segments/NAME), or view/ (the current snapshot; id
- * unused). */
+/* A scope: a slot (segments/NAME, id its number), or view/ (the current
+ * snapshot; id the epoch of the view/ inode it was reached through, so
+ * that the directories of -o sep under each view/ inode are their own). */
 typedef struct scope {
 	bool view;
 	uint64_t id;

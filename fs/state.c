@@ -18,11 +18,13 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
+#include <time.h>
 #include <unistd.h>
 
 struct segfs_state S = {
     .sep = -1,
     .timeout = 365.0 * 86400,
+    .retire_after = 60,
     .workers = 2,
     .queue = 16,
     .history = 1024,
@@ -109,7 +111,10 @@ void segdir_path(char out[PATH_MAX], const char *name, const char *mark)
 		snprintf(out, PATH_MAX, "%s/%s", S.segdir, name);
 }
 
-/* Under S.lock: the slot has no reader left. */
+static void tls_sweep_all_locked(void);
+
+/* Under S.lock: the slot has no reader left (or, retired, has been held
+ * too long: state_reaper_start). */
 static void slot_die(slot *s)
 {
 	if (!s->seg)
@@ -117,11 +122,16 @@ static void slot_die(slot *s)
 	kvs_segment *seg = s->seg;
 	__atomic_store_n(&s->seg, NULL, __ATOMIC_RELEASE);
 	kvs_segment_unref(seg);
-	atomic_fetch_add(&S.dead_epoch, 1);
+	tls_sweep_all_locked(); /* the threads' cursors hold the mapping */
 	if (s->linked) {
+		/* only its own mark: a later merge of a segment of the same
+		 * name may have put its mark there since */
 		char path[PATH_MAX];
+		struct stat sb;
 		segdir_path(path, s->name, "retired");
-		if (unlink(path) < 0 && errno != ENOENT)
+		if (lstat(path, &sb) == 0 && sb.st_ino == s->st.st_ino &&
+		    sb.st_dev == s->st.st_dev && unlink(path) < 0 &&
+		    errno != ENOENT)
 			fprintf(stderr, "segfs: %s: %s\n", path,
 			        strerror(errno));
 	}
@@ -507,34 +517,16 @@ static bool has_slot(const snap *s, uint32_t id)
 	return false;
 }
 
-/* Does now differ from old by consecutive segments replaced with one new
- * segment of the newest one's sequence (what a merge publishes)? */
-static bool looks_merged(const snap *old, const snap *now)
-{
-	size_t i = 0;
-	while (i < old->n && i < now->n && old->live[i] == now->live[i])
-		i++;
-	size_t a = old->n, b = now->n;
-	while (a > i && b > i && old->live[a - 1] == now->live[b - 1])
-		a--, b--;
-	if (b != i + 1 || a <= i || has_slot(old, now->live[i]))
-		return false;
-	uint64_t seq = 0;
-	for (size_t k = i; k < a; k++) {
-		uint64_t q = slot_get(old->live[k])->info.sequence;
-		seq = q > seq ? q : seq;
-	}
-	return slot_get(now->live[i])->info.sequence == seq;
-}
-
 /*
- * Tells the kernel what changed: segments/ and control/ always; view/
- * only when its contents may have changed. A merge keeps view/ as it
- * was, so the kernel may go on using what it cached (an inode of a
- * retired segment reads the same bindings); dropping every cached entry
- * of view/ costs a few microseconds per entry, during which lookups wait.
+ * Tells the kernel what changed: segments/ and control/, and view/, which
+ * gets a new inode number. A merge keeps what view/ shows, but the
+ * entries the kernel caches there (for a year by default) name records
+ * of the merged-away segments and would keep them mapped, and their files
+ * on disk, for as long: dropping them (a few microseconds per cached
+ * entry, during which lookups wait) lets the kernel forget every one that
+ * no process holds open, and the segments go with their last reader.
  */
-static void invalidate(const snap *old, const snap *now, bool view_changed)
+static void invalidate(const snap *old, const snap *now)
 {
 	struct fuse_session *se = __atomic_load_n(&S.se, __ATOMIC_SEQ_CST);
 	if (!se)
@@ -551,14 +543,74 @@ static void invalidate(const snap *old, const snap *now, bool view_changed)
 				fuse_lowlevel_notify_inval_entry(
 				    se, INO_SEGMENTS, name, strlen(name));
 			}
-	if (view_changed) {
-		atomic_fetch_add(&S.view_epoch, 1);
-		fuse_lowlevel_notify_inval_inode(se, INO_ROOT, 0, 0);
-		fuse_lowlevel_notify_inval_entry(se, INO_ROOT, "view", 4);
-	}
+	atomic_fetch_add(&S.view_epoch, 1);
+	fuse_lowlevel_notify_inval_inode(se, INO_ROOT, 0, 0);
+	fuse_lowlevel_notify_inval_entry(se, INO_ROOT, "view", 4);
 }
 
-int state_reload_locked(kvs_error *err, bool merged)
+static double now_seconds(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* The reaper's list of retired slots still open, and of entries to drop
+ * from the kernel's cache (under S.lock). */
+#define DROP_MAX 1024
+#define RECENT_MAX 256 /* recent entries dropped at a catalog change */
+#define DROP_DELAY 0.05 /* seconds: after the lookup's reply is in place */
+typedef struct drop_entry {
+	fuse_ino_t parent;
+	double due;
+	char name[KVS_CATALOG_MAX_NAME + 1];
+} drop_entry;
+static struct {
+	pthread_t thread;
+	pthread_cond_t wake;
+	bool running, stop;
+	uint32_t *ids;
+	size_t n, cap;
+	drop_entry drop[DROP_MAX];
+	size_t ndrop;
+} R = {.wake = PTHREAD_COND_INITIALIZER};
+
+/* The last RECENT_MAX entries given (a ring; under its lock). */
+static struct {
+	pthread_mutex_t lock;
+	drop_entry e[RECENT_MAX];
+	size_t next, n;
+} recent = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void state_note_entry(fuse_ino_t parent, const char *name)
+{
+	size_t len = strlen(name);
+	if (len > KVS_CATALOG_MAX_NAME)
+		return;
+	pthread_mutex_lock(&recent.lock);
+	drop_entry *e = &recent.e[recent.next];
+	e->parent = parent;
+	memcpy(e->name, name, len + 1);
+	recent.next = (recent.next + 1) % RECENT_MAX;
+	recent.n += recent.n < RECENT_MAX;
+	pthread_mutex_unlock(&recent.lock);
+}
+
+/* Under S.lock: the recent entries are to be dropped (after the catalog
+ * changed). */
+static void drop_recent_locked(void)
+{
+	double due = now_seconds() + DROP_DELAY;
+	pthread_mutex_lock(&recent.lock);
+	for (size_t i = 0; i < recent.n && R.ndrop < DROP_MAX; i++) {
+		R.drop[R.ndrop] = recent.e[i];
+		R.drop[R.ndrop++].due = due;
+	}
+	recent.n = recent.next = 0;
+	pthread_mutex_unlock(&recent.lock);
+}
+
+int state_reload_locked(kvs_error *err)
 {
 	kvs_status st = kvs_catalog_reload(S.cat, err);
 	if (st != KVS_OK)
@@ -571,18 +623,146 @@ int state_reload_locked(kvs_error *err, bool merged)
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&S.lock);
+	double t = now_seconds();
 	for (size_t i = 0; i < old->n; i++) {
-		bool gone = true;
-		for (size_t k = 0; k < now->n; k++)
-			gone &= now->live[k] != old->live[i];
-		if (gone)
-			slot_get(old->live[i])->retired = true;
+		if (has_slot(now, old->live[i]))
+			continue;
+		slot *s = slot_get(old->live[i]);
+		s->retired = true;
+		s->retired_at = t;
+		if (R.n == R.cap) { /* without room it is closed at its
+		                     * last reader only, as before */
+			size_t cap = R.cap ? 2 * R.cap : 16;
+			uint32_t *ids = realloc(R.ids, cap * sizeof *ids);
+			if (ids)
+				R.ids = ids, R.cap = cap;
+		}
+		if (R.n < R.cap)
+			R.ids[R.n++] = s->id;
 	}
 	atomic_store(&S.current, now);
 	pthread_mutex_unlock(&S.lock);
-	invalidate(old, now, !merged && !looks_merged(old, now));
+	invalidate(old, now);
+	pthread_mutex_lock(&S.lock);
+	drop_recent_locked(); /* after the epoch: no new entry is kept */
+	pthread_cond_signal(&R.wake);
+	pthread_mutex_unlock(&S.lock);
 	snap_unref(old, 1); /* it is no longer current */
 	return 0;
+}
+
+/* ---- the reaper ----------------------------------------------------------------- */
+
+void state_drop_entry_later(fuse_ino_t parent, const char *name)
+{
+	size_t len = strlen(name);
+	if (len > KVS_CATALOG_MAX_NAME)
+		return;
+	pthread_mutex_lock(&S.lock);
+	if (R.running && R.ndrop < DROP_MAX) {
+		drop_entry *e = &R.drop[R.ndrop++];
+		e->parent = parent;
+		e->due = now_seconds() + DROP_DELAY;
+		memcpy(e->name, name, len + 1);
+		pthread_cond_signal(&R.wake);
+	}
+	pthread_mutex_unlock(&S.lock);
+}
+
+/* Under S.lock (released meanwhile): tells the kernel to drop the
+ * entries that are due; returns the time the next one is due, or 0. */
+static double drop_due_entries(double t)
+{
+	static drop_entry due[DROP_MAX];
+	size_t ndue = 0, keep = 0;
+	double next = 0;
+	for (size_t i = 0; i < R.ndrop; i++) {
+		if (R.drop[i].due <= t) {
+			due[ndue++] = R.drop[i];
+		} else {
+			next = next == 0 || R.drop[i].due < next ? R.drop[i].due
+			                                         : next;
+			R.drop[keep++] = R.drop[i];
+		}
+	}
+	R.ndrop = keep;
+	struct fuse_session *se = __atomic_load_n(&S.se, __ATOMIC_SEQ_CST);
+	if (ndue && se) {
+		pthread_mutex_unlock(&S.lock); /* the kernel may call us */
+		for (size_t i = 0; i < ndue; i++)
+			fuse_lowlevel_notify_inval_entry(se, due[i].parent,
+			                                 due[i].name,
+			                                 strlen(due[i].name));
+		pthread_mutex_lock(&S.lock);
+	}
+	return next;
+}
+
+static void *reaper_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&S.lock);
+	while (!R.stop) {
+		double t = now_seconds();
+		double next = drop_due_entries(t);
+		size_t keep = 0;
+		for (size_t i = 0; i < R.n; i++) {
+			slot *s = slot_get(R.ids[i]);
+			if (!s->seg)
+				continue; /* its last reader let go */
+			double due = s->retired_at + S.retire_after;
+			if (due > t) {
+				R.ids[keep++] = R.ids[i];
+				next = next == 0 || due < next ? due : next;
+				continue;
+			}
+			fprintf(stderr,
+			        "segfs: %s: closed %.0f s after it was merged "
+			        "away, though readers still held it (-o "
+			        "retire_after): those files now fail with "
+			        "ESTALE\n",
+			        s->name, t - s->retired_at);
+			slot_die(s);
+		}
+		R.n = keep;
+		if (next == 0) {
+			pthread_cond_wait(&R.wake, &S.lock);
+		} else {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			double wait = next - t + 0.01;
+			ts.tv_sec += (time_t)wait;
+			ts.tv_nsec += (long)((wait - (double)(time_t)wait) * 1e9);
+			if (ts.tv_nsec >= 1000000000)
+				ts.tv_sec++, ts.tv_nsec -= 1000000000;
+			pthread_cond_timedwait(&R.wake, &S.lock, &ts);
+		}
+	}
+	pthread_mutex_unlock(&S.lock);
+	return NULL;
+}
+
+int state_reaper_start(void)
+{
+	R.stop = false;
+	int e = pthread_create(&R.thread, NULL, reaper_main, NULL);
+	R.running = e == 0;
+	return e;
+}
+
+void state_reaper_stop(void)
+{
+	if (!R.running)
+		return;
+	pthread_mutex_lock(&S.lock);
+	R.stop = true;
+	pthread_cond_signal(&R.wake);
+	pthread_mutex_unlock(&S.lock);
+	pthread_join(R.thread, NULL);
+	R.running = false;
+	free(R.ids);
+	R.ids = NULL;
+	R.n = R.cap = 0;
 }
 
 /* ---- the catalog watcher -------------------------------------------------------- */
@@ -623,7 +803,7 @@ static void *watch_main(void *arg)
 			continue;
 		kvs_error err;
 		pthread_mutex_lock(&S.publish);
-		if (state_reload_locked(&err, false) != 0)
+		if (state_reload_locked(&err) != 0)
 			fprintf(stderr,
 			        "segfs: the catalog changed but cannot be "
 			        "served: %s\n",
@@ -669,18 +849,54 @@ void state_watch_stop(void)
 /* ---- per-thread cursors ---------------------------------------------------------- */
 
 typedef struct tls_cursors {
+	pthread_mutex_t busy; /* held by its thread while in a request */
+	atomic_bool sweep;    /* a slot died: close its cursors */
 	size_t cap;
 	kvs_cursor **cur; /* by slot id */
-	uint64_t epoch;   /* S.dead_epoch when last swept */
+	struct tls_cursors *next; /* every thread's (under S.lock) */
 } tls_cursors;
+static tls_cursors *tls_all; /* under S.lock */
+
+/* Under S.lock, with t's thread outside a request (t->busy held by the
+ * caller): closes t's cursors of dead slots, which drops their mappings. */
+static void tls_sweep_locked(tls_cursors *t)
+{
+	atomic_store(&t->sweep, false);
+	for (size_t i = 0; i < t->cap; i++)
+		if (t->cur[i] && !slot_alive(slot_get(i))) {
+			kvs_cursor_close(t->cur[i]);
+			t->cur[i] = NULL;
+		}
+}
+
+/* Under S.lock, after a death: every thread outside a request is swept
+ * now; the others sweep as they leave theirs (tls_leave). */
+static void tls_sweep_all_locked(void)
+{
+	for (tls_cursors *t = tls_all; t; t = t->next) {
+		atomic_store(&t->sweep, true);
+		if (pthread_mutex_trylock(&t->busy) == 0) {
+			tls_sweep_locked(t);
+			pthread_mutex_unlock(&t->busy);
+		}
+	}
+}
 
 static void tls_free(void *p)
 {
 	tls_cursors *t = p;
 	if (!t)
 		return;
+	pthread_mutex_lock(&S.lock);
+	tls_cursors **pp = &tls_all;
+	while (*pp && *pp != t)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = t->next;
 	for (size_t i = 0; i < t->cap; i++)
 		kvs_cursor_close(t->cur[i]);
+	pthread_mutex_unlock(&S.lock);
+	pthread_mutex_destroy(&t->busy);
 	free(t->cur);
 	free(t);
 }
@@ -689,6 +905,48 @@ void tls_release(void)
 {
 	tls_free(pthread_getspecific(S.tls_key));
 	pthread_setspecific(S.tls_key, NULL);
+}
+
+static tls_cursors *tls_get(void)
+{
+	tls_cursors *t = pthread_getspecific(S.tls_key);
+	if (t || !(t = calloc(1, sizeof *t)))
+		return t;
+	pthread_mutex_init(&t->busy, NULL);
+	pthread_setspecific(S.tls_key, t);
+	pthread_mutex_lock(&S.lock);
+	t->next = tls_all;
+	tls_all = t;
+	pthread_mutex_unlock(&S.lock);
+	return t;
+}
+
+void tls_enter(void)
+{
+	tls_cursors *t = tls_get();
+	if (t)
+		pthread_mutex_lock(&t->busy);
+}
+
+void tls_leave(void)
+{
+	tls_cursors *t = pthread_getspecific(S.tls_key);
+	if (!t)
+		return;
+	if (atomic_load(&t->sweep)) {
+		pthread_mutex_lock(&S.lock);
+		tls_sweep_locked(t);
+		pthread_mutex_unlock(&S.lock);
+	}
+	pthread_mutex_unlock(&t->busy);
+	/* a death between the check and the unlock found t busy: sweep now
+	 * unless someone else holds it (and then sweeps) */
+	if (atomic_load(&t->sweep) && pthread_mutex_trylock(&t->busy) == 0) {
+		pthread_mutex_lock(&S.lock);
+		tls_sweep_locked(t);
+		pthread_mutex_unlock(&S.lock);
+		pthread_mutex_unlock(&t->busy);
+	}
 }
 
 slot *slot_damage_at(const void *addr)
@@ -722,24 +980,12 @@ kvs_cursor *slot_cursor(slot *s)
 	if (!s || slot_damaged(s))
 		return NULL;
 	tls_cursors *t = pthread_getspecific(S.tls_key);
-	if (!t) {
-		if (!(t = calloc(1, sizeof *t)))
-			return NULL;
-		pthread_setspecific(S.tls_key, t);
+	if (!t)
+		return NULL; /* only in a request (tls_enter) */
+	if (s->id < t->cap && t->cur[s->id]) {
+		/* a dead slot's cursor waits for the sweep: not used again */
+		return slot_alive(s) ? t->cur[s->id] : NULL;
 	}
-	uint64_t epoch = atomic_load(&S.dead_epoch);
-	if (t->epoch != epoch) { /* close the cursors of dead slots */
-		pthread_mutex_lock(&S.lock);
-		for (size_t i = 0; i < t->cap; i++)
-			if (t->cur[i] && !slot_alive(slot_get(i))) {
-				kvs_cursor_close(t->cur[i]);
-				t->cur[i] = NULL;
-			}
-		pthread_mutex_unlock(&S.lock);
-		t->epoch = epoch;
-	}
-	if (s->id < t->cap && t->cur[s->id])
-		return t->cur[s->id];
 	if (s->id >= t->cap) {
 		size_t cap = t->cap ? t->cap : 16;
 		while (cap <= s->id)
@@ -748,7 +994,7 @@ kvs_cursor *slot_cursor(slot *s)
 		if (!c)
 			return NULL;
 		memset(c + t->cap, 0, (cap - t->cap) * sizeof *c);
-		t->cur = c;
+		t->cur = c; /* no sweep meanwhile: t->busy is ours */
 		t->cap = cap;
 	}
 	pthread_mutex_lock(&S.lock);

@@ -200,18 +200,20 @@ def test_not_regular(tmp):
     segfs serves the rest, never the replacement's keys."""
     outside = os.path.join(tmp, "outside.kvs")
     build(outside, [(b"o", 8, b"secret")], seq=2)
-    kinds = {
+    other = os.path.join(tmp, "other.kvs")
+    build(other, [(b"o", 8, b"Secret")], seq=2)
+    kinds = {  # the link's target is the very segment the catalog records
         "symlink": (lambda p: os.symlink(outside, p), "symbolic link"),
         "fifo": (lambda p: os.mkfifo(p), "FIFO"),
         "directory": (lambda p: os.mkdir(p), "directory"),
-        "other segment": (lambda p: shutil.copy(outside, p),
+        "other segment": (lambda p: shutil.copy(other, p),
                           "not the segment the catalog names"),
     }
     for kind, (make, says) in kinds.items():
         d = os.path.join(tmp, "nreg-" + kind.replace(" ", "-"))
         os.mkdir(d)
         build(os.path.join(d, "a.kvs"), [(b"a", 8, b"1")], seq=1)
-        build(os.path.join(d, "out.kvs"), [(b"p", 8, b"public")], seq=2)
+        shutil.copy(outside, os.path.join(d, "out.kvs"))
         check(kvseg("catalog", d, "init").returncode == 0, "%s: init" % kind)
         os.unlink(os.path.join(d, "out.kvs"))
         make(os.path.join(d, "out.kvs"))
@@ -235,13 +237,187 @@ def test_not_regular(tmp):
             m.close()
 
 
+# ---- retired segments give their space back ------------------------------------
+
+def held(m, d):
+    """What merged-away segments hold: bytes of deleted files the daemon
+    still maps, .retired files in d, and the daemon's resident memory."""
+    pid = m.proc.pid
+    mapped, seen = 0, set()
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            if line.rstrip().endswith("(deleted)"):
+                lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+                name = line.split(None, 5)[5].strip()
+                if name not in seen:
+                    seen.add(name)
+                mapped += hi - lo
+    retired = [x for x in os.listdir(d) if x.endswith(".retired")]
+    with open("/proc/%d/status" % pid) as f:
+        rss = next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+    return mapped, retired, rss * 1024
+
+
+def until(cond, seconds):
+    deadline = time.time() + seconds
+    while not cond() and time.time() < deadline:
+        time.sleep(0.05)
+    return cond()
+
+
+def test_retired_without_drop(tmp):
+    """Keys the kernel has cached (entry timeout one year) no longer keep
+    merged-away segments: after a merge their files go and the daemon maps
+    none of them, without dropping caches; in both threading modes."""
+    for opts in ((), ("mt",)):
+        d = os.path.join(tmp, "retired-cached" + "-".join(opts))
+        os.mkdir(d)
+        view = T.stack(d, 3, 3000, random.Random(3))
+        m = Mount(d, *opts)
+        try:
+            live = [k for k, v in view.items() if v is not None]
+            for k in live:  # the kernel caches every one of these entries
+                read(m.path("view", T.name_of(k, len(k) * 8)))
+            listdir(m.path("segments", "s0.seg"))
+            check(request(m, b"merge all\n") == 0 and wait(m, 1)["state"] == "done",
+                  "%s: merge 1" % (opts,))
+            ok = until(lambda: held(m, d)[:2] == (0, []), 10)
+            check(ok, "%s: retired segments let go: %r" % (opts, held(m, d)[:2]))
+            # a file opened (looked up afresh) and still open when the
+            # catalog changes: its entry must not stay cached once closed
+            k = live[0]
+            f = open(m.path("view", T.name_of(k, len(k) * 8)), "rb")
+            check(request(m, b"merge all\n") == 0 and wait(m, 2)["state"] == "done",
+                  "%s: merge 2" % (opts,))
+            check(f.read() == view[k], "%s: the open file reads on" % (opts,))
+            f.close()
+            ok = until(lambda: held(m, d)[:2] == (0, []), 10)
+            check(ok, "%s: the segment of a file open across a merge let go "
+                  "once closed: %r" % (opts, held(m, d)[:2]))
+            T.view_ok(m, view, "%s after the merges" % (opts,))
+        finally:
+            m.close()
+
+
+def test_retire_after(tmp):
+    """A file held open on a merged-away segment keeps it only for -o
+    retire_after seconds: then the file fails with ESTALE, the segment's
+    file and mapping go, and the daemon says so."""
+    for opts in ((), ("mt",)):
+        d = os.path.join(tmp, "retire-after" + "-".join(opts))
+        os.mkdir(d)
+        view = T.stack(d, 2, 2000, random.Random(4))
+        m = Mount(d, "retire_after=2", *opts)
+        try:
+            live = sorted(k for k, v in view.items() if v is not None)
+            f = open(m.path("view", T.name_of(live[0], len(live[0]) * 8)), "rb")
+            g = open(m.path("view", T.name_of(live[-1], len(live[-1]) * 8)), "rb")
+            check(f.read() == view[live[0]], "%s: read before" % (opts,))
+            t0 = time.time()
+            check(request(m, b"merge all\n") == 0 and wait(m, 1)["state"] == "done",
+                  "%s: merge" % (opts,))
+            check(held(m, d)[1] != [], "%s: the held segment stays at first" % (opts,))
+            ok = until(lambda: held(m, d)[:2] == (0, []), 8)
+            took = time.time() - t0
+            check(ok and took >= 1.5, "%s: let go after retire_after: %r in %.1f s"
+                  % (opts, held(m, d)[:2], took))
+            T.expect_errno(lambda: os.pread(g.fileno(), 100, 0), (errno.ESTALE,),
+                           "%s: a file of a closed segment" % (opts,))
+            check("retire_after" in m.stderr(), "%s: the daemon says so" % (opts,))
+            f.close()
+            g.close()
+            T.view_ok(m, view, "%s after" % (opts,))
+        finally:
+            m.close()
+
+
+def soak(tmp, opts, seconds):
+    """Readers on every key of view/ while merges follow each other for
+    `seconds`: no read fails or differs, and what retired segments hold
+    stays bounded; returns the samples."""
+    d = os.path.join(tmp, "soak" + "-".join(opts))
+    os.mkdir(d)
+    view = T.stack(d, 4, 20000, random.Random(5))
+    live = [k for k, v in view.items() if v is not None]
+    m = Mount(d, *opts)
+    stop, errors, counts = [False], [], [0]
+
+    def reader(seed):
+        r = random.Random(seed)
+        while not stop[0]:
+            k = r.choice(live)
+            try:
+                v = read(m.path("view", T.name_of(k, len(k) * 8)))
+                if v != view[k]:
+                    errors.append("wrong value for %r" % k)
+            except OSError as e:
+                errors.append("%r: %s" % (k, e))
+            counts[0] += 1
+
+    import threading
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(6)]
+    samples, merges = [], 0
+    try:
+        for t in threads:
+            t.start()
+        seg_bytes = sum(os.path.getsize(os.path.join(d, x)) for x in os.listdir(d)
+                        if x.endswith(".seg"))
+        t_end = time.time() + seconds
+        next_sample = time.time()
+        while time.time() < t_end:
+            merges += 1
+            rc = request(m, b"merge all\n")
+            st = wait(m, merges) if rc == 0 else {}
+            if st.get("state") != "done":
+                errors.append("merge %d: %r %r" % (merges, rc, st))
+                break
+            if time.time() >= next_sample:
+                mapped, retired, rss = held(m, d)
+                disk = sum(os.path.getsize(os.path.join(d, x)) for x in os.listdir(d))
+                samples.append((time.time(), mapped, len(retired), disk, rss))
+                next_sample += 1
+    finally:
+        stop[0] = True
+        for t in threads:
+            t.join()
+        m.close()
+    check(not errors, "soak %s: %d errors: %r" % (opts, len(errors), errors[:5]))
+    half = samples[len(samples) // 2:]
+    peak_mapped = max(s[1] for s in samples)
+    peak_disk = max(s[3] for s in samples)
+    rss_first, rss_last = half[0][4], max(s[4] for s in half)
+    print("  soak %-6s %.0f s: %d merges, %d reads; held deleted mappings "
+          "max %.1f MB, .retired files max %d, SEGDIR max %.1f MB (inputs "
+          "%.1f MB), daemon RSS %.1f -> %.1f MB (second half)" % (
+              "mt" if opts else "single", seconds, merges, counts[0],
+              peak_mapped / 1e6, max(s[2] for s in samples), peak_disk / 1e6,
+              seg_bytes / 1e6, rss_first / 1e6, rss_last / 1e6), flush=True)
+    # bounded: a few segments' worth held at any time, whatever the number
+    # of merges (before, every merge's inputs stayed: gigabytes here)
+    check(peak_mapped <= 10 * seg_bytes, "soak %s: mapped %d" % (opts, peak_mapped))
+    check(peak_disk <= 4 * seg_bytes, "soak %s: disk %d" % (opts, peak_disk))
+    check(rss_last <= rss_first + 16e6, "soak %s: RSS grew %d -> %d"
+          % (opts, rss_first, rss_last))
+
+
+def test_soak(tmp):
+    """Readers and back-to-back merges (SEGFS_SOAK_SECONDS, default 60,
+    each threading mode): disk and daemon memory stay flat."""
+    seconds = float(os.environ.get("SEGFS_SOAK_SECONDS", "60"))
+    for opts in ((), ("mt",)):
+        soak(tmp, opts, seconds)
+
+
 def main():
     if not os.path.exists("/dev/fuse"):
         print("SKIP: /dev/fuse is missing: segfs cannot mount here")
         return 77
     only = sys.argv[3:]
     tests = [test_merge_damaged_cli, test_merge_damaged_control,
-             test_listing_loop, test_damaged_listings, test_not_regular]
+             test_listing_loop, test_damaged_listings, test_not_regular,
+             test_retired_without_drop, test_retire_after]
+    if "soak" in sys.argv[3:]:  # its own test (meson.build): 2 minutes
+        only, tests = [], [test_soak]
     with tempfile.TemporaryDirectory(prefix="segfs-integrity-") as tmp:
         for t in tests:
             if only and t.__name__ not in only:
