@@ -299,12 +299,14 @@ static int scope_has_prefix(const dirref *d, const uint8_t *p, size_t plen,
 
 /* ---- attributes -------------------------------------------------------------------- */
 
+/* A directory with the read bits `read` (and search where it can be
+ * read), owner and times from `from`. */
 static void dir_stat(struct stat *st, fuse_ino_t ino, const struct stat *from,
-                     nlink_t nlink)
+                     nlink_t nlink, mode_t read)
 {
 	memset(st, 0, sizeof *st);
 	st->st_ino = ino;
-	st->st_mode = S_IFDIR | 0555;
+	st->st_mode = S_IFDIR | read | (read & 0444) >> 2;
 	st->st_nlink = nlink;
 	st->st_uid = from->st_uid;
 	st->st_gid = from->st_gid;
@@ -332,6 +334,12 @@ static void file_stat(struct stat *st, fuse_ino_t ino, const struct stat *from,
 static const struct stat *scope_times(const dirref *d)
 {
 	return d->sc.view ? &d->sn->st : &slot_get(d->sc.id)->st;
+}
+
+/* The read bits of the scope's directories: its segment's, or view/'s. */
+static mode_t scope_read(const dirref *d)
+{
+	return d->sc.view ? d->sn->read : slot_read(slot_get(d->sc.id));
 }
 
 /* Positions this thread's cursor of slot id on record ord. */
@@ -368,8 +376,8 @@ static int key_attr(fuse_ino_t ino, struct stat *st, kvs_cursor **cur)
 	int err = key_at(low >> ORD_BITS, low & ORD_MASK, &c);
 	if (err)
 		return err;
-	file_stat(st, ino, &slot_get(low >> ORD_BITS)->st,
-	          kvs_cursor_value_len(c), 0444);
+	const slot *sl = slot_get(low >> ORD_BITS);
+	file_stat(st, ino, &sl->st, kvs_cursor_value_len(c), slot_read(sl));
 	if (cur)
 		*cur = c;
 	return 0;
@@ -412,16 +420,18 @@ static int do_getattr(fuse_ino_t ino, struct stat *st)
 	switch (ino_kind(ino)) {
 	case K_FIXED:
 		switch (ino) {
-		case INO_ROOT: dir_stat(st, ino, &S.dir_st, 5); return 0;
+		case INO_ROOT: dir_stat(st, ino, &S.dir_st, 5, 0444); return 0;
 		case INO_SEGMENTS: {
 			snap *cur = snap_current();
-			dir_stat(st, ino, &cur->st, 2 + (nlink_t)cur->n);
+			dir_stat(st, ino, &cur->st, 2 + (nlink_t)cur->n,
+			         0444);
 			snap_unref(cur, 1);
 			return 0;
 		}
 		case INO_CONTROL:
-		case INO_WAITDIR: dir_stat(st, ino, &S.dir_st, 2); return 0;
-
+		case INO_WAITDIR:
+			dir_stat(st, ino, &S.dir_st, 2, 0444);
+			return 0;
 		case INO_MERGE:
 			file_stat(st, ino, &S.dir_st, 0, 0200);
 			return 0;
@@ -440,7 +450,7 @@ static int do_getattr(fuse_ino_t ino, struct stat *st)
 	}
 	case K_VIEWDIR: {
 		snap *cur = snap_current();
-		dir_stat(st, ino, &cur->st, 2);
+		dir_stat(st, ino, &cur->st, 2, cur->read);
 		snap_unref(cur, 1);
 		return 0;
 	}
@@ -460,7 +470,7 @@ static int do_getattr(fuse_ino_t ino, struct stat *st)
 		slot *s = slot_get(low);
 		if (!slot_alive(s))
 			return ENOENT;
-		dir_stat(st, ino, &s->st, 2);
+		dir_stat(st, ino, &s->st, 2, slot_read(s));
 		return 0;
 	}
 	case K_SEGKEY:
@@ -471,7 +481,7 @@ static int do_getattr(fuse_ino_t ino, struct stat *st)
 		int err = dir_resolve(ino, &d);
 		if (err)
 			return err;
-		dir_stat(st, ino, scope_times(&d), 2);
+		dir_stat(st, ino, scope_times(&d), 2, scope_read(&d));
 		dir_release(&d);
 		return 0;
 	}
@@ -761,7 +771,8 @@ static GUARDED_FN void segfs_lookup(fuse_req_t req, fuse_ino_t parent,
 		} else {
 			struct fuse_entry_param e;
 			memset(&e, 0, sizeof e);
-			dir_stat(&st, dino, scope_times(&d), 2);
+			dir_stat(&st, dino, scope_times(&d), 2,
+			         scope_read(&d));
 			e.ino = dino;
 			e.attr = st;
 			e.attr_timeout = S.timeout;
@@ -1233,7 +1244,7 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	bool sep = S.sep >= 0;
 	/* "." and ".." (the kernel links neither) */
 	for (; off < 2; off++) {
-		dir_stat(&st, ino, times, 2);
+		dir_stat(&st, ino, times, 2, scope_read(d));
 		got = add_entry(req, plus, buf + used, size - used,
 		                off == 0 ? "." : "..", &st, off + 1, NULL, 0,
 		                d->sc, false);
@@ -1306,7 +1317,7 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			memcpy(tmp, key, n);
 			segfs_name_encode(comp, (uint64_t)(sp - comp) * 8, name);
 			dir_stat(&st, make_ino(K_HINT, make_pos(s, ord)), times,
-			         2);
+			         2, scope_read(d));
 			got = add_entry(req, plus, buf + used, size - used, name,
 			                &st, eoff, tmp, n, d->sc, false);
 			if (!got) {
@@ -1349,7 +1360,8 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 				}
 			}
 			file_stat(&st, key_ino(d, s, ord), &slot_get(s)->st,
-			          kvs_cursor_value_len(c), 0444);
+			          kvs_cursor_value_len(c),
+			          slot_read(slot_get(s)));
 			segfs_name_encode(comp, cbits, name);
 			got = add_entry(req, plus, buf + used, size - used, name,
 			                &st, eoff, NULL, 0, d->sc, true);

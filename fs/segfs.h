@@ -126,7 +126,17 @@ typedef struct snap {
 	char *catalog;  /* control/catalog's text */
 	size_t catalog_len;
 	struct stat st; /* times of the catalog file */
+	mode_t read;    /* view/'s read bits: those every live segment's
+	                 * file grants (0444 when there is none) */
 } snap;
+
+/* The read bits (0444 at most) a segment's files and directories get: its
+ * file's, so that -o allow_other never shows a key to a user who cannot
+ * read the segment. */
+static inline mode_t slot_read(const slot *s)
+{
+	return s->st.st_mode & 0444;
+}
 
 struct segfs_state {
 	/* options */

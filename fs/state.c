@@ -345,6 +345,9 @@ static int snap_build(const snap *cur, snap **out, kvs_error *err)
 	if (!rc) {
 		sn->n = nlive;
 		sn->live = live;
+		sn->read = 0444;
+		for (size_t k = 0; k < nlive; k++)
+			sn->read &= slot_read(slot_get(live[k]));
 		sn->generation = kvs_catalog_generation(S.cat);
 		sn->catalog = catalog_text(S.cat, live, nlive, &sn->catalog_len);
 		uint64_t id = sn->catalog ? tab_add(&snaps, sn) : UINT64_MAX;

@@ -408,6 +408,75 @@ def test_soak(tmp):
         soak(tmp, opts, seconds)
 
 
+# ---- permissions ------------------------------------------------------------------
+
+def as_nobody(fn):
+    """Runs fn in a child process as user nobody: None, or the errno it
+    raised (OSError), or 'wrong' when it returned False."""
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            code = 0 if fn() is not False else 200
+        except OSError as e:
+            code = e.errno
+        except BaseException:
+            code = 201
+        os._exit(code)
+    _, st = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(st)
+    return None if code == 0 else ("wrong" if code == 200 else code)
+
+
+def test_permissions(tmp):
+    """With -o allow_other, key files take their read bits from their
+    segment file (view/ from the segment holding the binding), and view/
+    is readable only as far as every live segment is: user nobody reads a
+    0644 segment's keys but not a 0600 one's."""
+    if os.geteuid() != 0:
+        print("  permissions: not root, no other user to try")
+        return
+    d = os.path.join(tmp, "perm")
+    os.mkdir(d)
+    os.chmod(tmp, 0o755)
+    build(os.path.join(d, "pub.kvs"), [(b"p", 8, b"public"), (b"s", 8, b"old")], seq=1)
+    build(os.path.join(d, "priv.kvs"), [(b"s", 8, b"secret")], seq=2)
+    os.chmod(os.path.join(d, "pub.kvs"), 0o644)
+    os.chmod(os.path.join(d, "priv.kvs"), 0o600)
+    m = Mount(d, "allow_other", "sep=/")
+    try:
+        pub = m.path("segments", "pub.kvs", "p")
+        priv = m.path("view", "s")
+        check(os.stat(pub).st_mode & 0o777 == 0o444, "pub key mode %o" % os.stat(pub).st_mode)
+        check(os.stat(priv).st_mode & 0o777 == 0o400, "priv key mode %o" % os.stat(priv).st_mode)
+        check(os.stat(m.path("segments", "priv.kvs")).st_mode & 0o777 == 0o500,
+              "priv dir mode")
+        check(os.stat(m.path("view")).st_mode & 0o777 == 0o500, "view/ mode (a 0600 segment)")
+        check(read(priv) == b"secret", "root reads the private key")
+        check(as_nobody(lambda: read(pub) == b"public") is None, "nobody reads pub.kvs's key")
+        check(as_nobody(lambda: read(m.path("segments", "priv.kvs", "s"))) == errno.EACCES,
+              "nobody cannot read priv.kvs's key")
+        check(as_nobody(lambda: os.listdir(m.path("segments", "priv.kvs"))) == errno.EACCES,
+              "nobody cannot list priv.kvs")
+        check(as_nobody(lambda: os.listdir(m.path("view"))) == errno.EACCES,
+              "nobody cannot list view/ while a live segment is private")
+        check(as_nobody(lambda: sorted(os.listdir(m.path("segments", "pub.kvs"))) == [b"p", b"s"])
+              is None, "nobody lists pub.kvs")
+    finally:
+        m.close()
+    # once the private segment is readable by all, so is view/
+    os.chmod(os.path.join(d, "priv.kvs"), 0o644)
+    m = Mount(d, "allow_other")
+    try:
+        check(as_nobody(lambda: read(m.path("view", "s")) == b"secret") is None,
+              "nobody reads view/s of a 0644 segment")
+    finally:
+        m.close()
+
+
 def main():
     if not os.path.exists("/dev/fuse"):
         print("SKIP: /dev/fuse is missing: segfs cannot mount here")
@@ -415,7 +484,7 @@ def main():
     only = sys.argv[3:]
     tests = [test_merge_damaged_cli, test_merge_damaged_control,
              test_listing_loop, test_damaged_listings, test_not_regular,
-             test_retired_without_drop, test_retire_after]
+             test_retired_without_drop, test_retire_after, test_permissions]
     if "soak" in sys.argv[3:]:  # its own test (meson.build): 2 minutes
         only, tests = [], [test_soak]
     with tempfile.TemporaryDirectory(prefix="segfs-integrity-") as tmp:
