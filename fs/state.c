@@ -266,6 +266,29 @@ static char *catalog_text(const kvs_catalog *cat, const uint32_t *live,
 	return t;
 }
 
+static int slot_name_cmp(const void *a, const void *b)
+{
+	return strcmp(slot_get(*(const uint32_t *)a)->name,
+	              slot_get(*(const uint32_t *)b)->name);
+}
+
+/* The slot called name among ids[0 .. n), sorted by slot_name_cmp. */
+static slot *slot_named(const uint32_t *ids, size_t n, const char *name)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(slot_get(ids[mid])->name, name);
+		if (c == 0)
+			return slot_get(ids[mid]);
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
 /*
  * Builds the snapshot of S.cat's generation: its segments are the live
  * slots of cur with the same name and header CRC, or new slots. With
@@ -285,21 +308,23 @@ static int snap_build(const snap *cur, snap **out, kvs_error *err)
 	}
 	size_t nlive = 0;
 	int rc = 0;
+	/* cur's slots by name, so that finding what is reused stays
+	 * n log n with thousands of live segments */
+	uint32_t *by_name = cur ? malloc((cur->n ? cur->n : 1) *
+	                                 sizeof *by_name)
+	                        : NULL;
+	if (by_name) {
+		memcpy(by_name, cur->live, cur->n * sizeof *by_name);
+		qsort(by_name, cur->n, sizeof *by_name, slot_name_cmp);
+	}
 	for (size_t i = 0; i < n && !rc; i++) {
 		const kvs_catalog_entry *e = kvs_catalog_entry_at(S.cat, i);
-		bool reused = false;
-		for (size_t k = 0; cur && k < cur->n; k++) {
-			slot *s = slot_get(cur->live[k]);
-			if (!strcmp(s->name, e->name) &&
-			    s->info.header_crc == e->header_crc &&
-			    s->info.file_bytes == e->size) {
-				live[nlive++] = s->id;
-				reused = true;
-				break;
-			}
-		}
-		if (reused)
+		slot *r = by_name ? slot_named(by_name, cur->n, e->name) : NULL;
+		if (r && r->info.header_crc == e->header_crc &&
+		    r->info.file_bytes == e->size) {
+			live[nlive++] = r->id; /* reused */
 			continue;
+		}
 		slot *s;
 		kvs_error oerr;
 		rc = slot_open(i, &s, &oerr);
@@ -370,6 +395,7 @@ static int snap_build(const snap *cur, snap **out, kvs_error *err)
 			free(fresh[i]);
 		}
 	free(fresh);
+	free(by_name);
 	if (rc) {
 		free(live);
 		free(sn);
@@ -512,8 +538,30 @@ void state_unload(void)
 	S.cat = NULL;
 }
 
-static bool has_slot(const snap *s, uint32_t id)
+/*
+ * Which slots of old and now each snapshot holds: bit 1 old, bit 2 now, by
+ * slot id (calloc'd, or NULL when out of memory), so that comparing two
+ * generations stays linear with thousands of live segments.
+ */
+static uint8_t *membership(const snap *old, const snap *now)
 {
+	uint32_t max = 0;
+	const snap *both[2] = {old, now};
+	for (int b = 0; b < 2; b++)
+		for (size_t k = 0; k < both[b]->n; k++)
+			max = both[b]->live[k] > max ? both[b]->live[k] : max;
+	uint8_t *m = calloc((size_t)max + 1, 1);
+	for (int b = 0; m && b < 2; b++)
+		for (size_t k = 0; k < both[b]->n; k++)
+			m[both[b]->live[k]] |= (uint8_t)(1 << b);
+	return m;
+}
+
+/* Is id in s (b: its bit in marks)? Without marks, by a walk. */
+static bool has_slot(const uint8_t *marks, int b, const snap *s, uint32_t id)
+{
+	if (marks)
+		return marks[id] & (1 << b);
 	for (size_t k = 0; k < s->n; k++)
 		if (s->live[k] == id)
 			return true;
@@ -529,7 +577,8 @@ static bool has_slot(const snap *s, uint32_t id)
  * entry, during which lookups wait) lets the kernel forget every one that
  * no process holds open, and the segments go with their last reader.
  */
-static void invalidate(const snap *old, const snap *now)
+static void invalidate(const snap *old, const snap *now,
+                       const uint8_t *marks)
 {
 	struct fuse_session *se = __atomic_load_n(&S.se, __ATOMIC_SEQ_CST);
 	if (!se)
@@ -540,7 +589,8 @@ static void invalidate(const snap *old, const snap *now)
 	const snap *pair[2][2] = {{old, now}, {now, old}};
 	for (int p = 0; p < 2; p++) /* gone from segments/, or new there */
 		for (size_t i = 0; i < pair[p][0]->n; i++)
-			if (!has_slot(pair[p][1], pair[p][0]->live[i])) {
+			if (!has_slot(marks, 1 - p, pair[p][1],
+			              pair[p][0]->live[i])) {
 				const char *name =
 				    slot_get(pair[p][0]->live[i])->name;
 				fuse_lowlevel_notify_inval_entry(
@@ -625,10 +675,11 @@ int state_reload_locked(kvs_error *err)
 	int rc = snap_build(old, &now, err);
 	if (rc)
 		return rc;
+	uint8_t *marks = membership(old, now);
 	pthread_mutex_lock(&S.lock);
 	double t = now_seconds();
 	for (size_t i = 0; i < old->n; i++) {
-		if (has_slot(now, old->live[i]))
+		if (has_slot(marks, 1, now, old->live[i]))
 			continue;
 		slot *s = slot_get(old->live[i]);
 		s->retired = true;
@@ -645,7 +696,8 @@ int state_reload_locked(kvs_error *err)
 	}
 	atomic_store(&S.current, now);
 	pthread_mutex_unlock(&S.lock);
-	invalidate(old, now);
+	invalidate(old, now, marks);
+	free(marks);
 	pthread_mutex_lock(&S.lock);
 	drop_recent_locked(); /* after the epoch: no new entry is kept */
 	pthread_cond_signal(&R.wake);

@@ -68,6 +68,7 @@ typedef struct cat_state {
 struct kvs_catalog {
 	char *dir;
 	int dfd; /* the directory, opened with the catalog (O_PATH) */
+	unsigned flags; /* kvs_catalog_open_flags's */
 	cat_state cur;
 	bool read_only; /* opened without writing (KVS_CATALOG_MAY_READ_ONLY) */
 	bool scanned;   /* read_only, and cur is a scan: there is no CATALOG */
@@ -967,6 +968,7 @@ kvs_status kvs_catalog_open_flags(kvs_catalog **out, const char *dir,
 		                     dir);
 	}
 	c->dfd = -1;
+	c->flags = flags;
 	int lock = -1;
 	bool exists;
 	kvs_status st = lock_dir(
@@ -1068,7 +1070,7 @@ kvs_status kvs_catalog_reload(kvs_catalog *c, kvs_error *err)
 	if (st == KVS_OK)
 		st = c->scanned ? read_catalog(c->dir, &s, &exists, err)
 		                : read_existing(c, &s, err);
-	if (st == KVS_OK && exists)
+	if (st == KVS_OK && exists && !(c->flags & KVS_CATALOG_NO_CHECK))
 		st = check_entries(c->dir, &s, err);
 	unlock_dir(lock);
 	if (st != KVS_OK || !exists) {
@@ -1278,7 +1280,15 @@ kvs_status kvs_catalog_replace(kvs_catalog *c, uint64_t expected_generation,
 	 * distinct) */
 	ptrdiff_t first = find_live(&disk, inputs[0]);
 	for (size_t i = 0; i < n; i++) {
-		ptrdiff_t at = i == 0 ? first : find_live(&disk, inputs[i]);
+		/* where it must be, else anywhere (for the message): linear
+		 * in the inputs, however many segments are live */
+		size_t want = (size_t)first + i;
+		ptrdiff_t at =
+		    i == 0 ? first
+		    : want < disk.count && !strcmp(disk.entries[want].name,
+		                                   inputs[i])
+		        ? (ptrdiff_t)want
+		        : find_live(&disk, inputs[i]);
 		if (at < 0) {
 			st = kvs_error_set(err, KVS_E_INVAL,
 			                   "%s/%s: input is not a live segment "

@@ -1175,6 +1175,12 @@ def test_truncated_segment(tmp):
                                  "%s: %s after the cut" % (when, "/".join(path)))
                 expect_errno(lambda: os.listdir(m.path("segments", "a.seg")),
                              [errno.EIO], "a listing of the cut segment")
+                # view/ (USAGE.md): what the newer segment decides is
+                # served; what needs the damaged one, and a listing, fail
+                check(read(m.path("view", "z1")) == b"one",
+                      "view/ serves a key of the newer segment")
+                expect_errno(lambda: os.listdir(m.path("view")), [errno.EIO],
+                             "a listing of view/ with a damaged live segment")
             check(read(m.path("segments", "b.seg", "z1")) == b"one",
                   "%s: the other segment is served" % when)
             check(request(m, b"merge all\n") == 0, "%s: merge all" % when)

@@ -94,7 +94,9 @@ void kvs_catalog_close(kvs_catalog *c);
 bool kvs_catalog_read_only(const kvs_catalog *c);
 
 /* Re-reads the newest published generation and checks its segments as
- * open does; on failure the handle keeps its snapshot. */
+ * open does (but for a handle opened with KVS_CATALOG_NO_CHECK: its caller
+ * checks what it opens, kvs_catalog_open_segment); on failure the handle
+ * keeps its snapshot. */
 kvs_status kvs_catalog_reload(kvs_catalog *c, kvs_error *err);
 
 uint64_t kvs_catalog_generation(const kvs_catalog *c);
