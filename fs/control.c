@@ -432,8 +432,11 @@ static void end_job(job *j, enum job_state st)
 	j->state = st;
 	clock_gettime(CLOCK_MONOTONIC, &j->ended);
 	pthread_mutex_lock(&S.lock);
-	for (size_t i = 0; i < j->n; i++)
-		slot_get(j->inputs[i])->busy = false;
+	for (size_t i = 0; i < j->n; i++) {
+		slot *s = slot_get(j->inputs[i]); /* NULL once freed */
+		if (s)
+			s->busy = false;
+	}
 	pthread_mutex_unlock(&S.lock);
 	for (waiter **w = &J.waiters; *w;) {
 		if ((*w)->id == j->id) {
@@ -1086,6 +1089,8 @@ static const char *moved_input(const job *j)
 		        ? kvs_catalog_entry_at(S.cat, (size_t)at + k)
 		        : NULL;
 		const slot *s = slot_get(j->inputs[k]);
+		if (!s) /* retired and freed: not live */
+			return j->names[k];
 		if (!e || strcmp(e->name, s->name) ||
 		    e->header_crc != s->info.header_crc)
 			return s->name;
@@ -1290,19 +1295,21 @@ static void run(job *j)
 	pthread_mutex_lock(&S.lock);
 	for (size_t k = 0; ok && k < n; k++) {
 		slot *s = slot_get(j->inputs[k]);
-		if (!s->seg || s->retired || slot_damaged(s)) {
+		/* NULL: retired, and freed with its last reader */
+		if (!s || !s->seg || s->retired || slot_damaged(s)) {
+			bool damaged = s && slot_damaged(s);
 			ok = false;
 			pthread_mutex_unlock(&S.lock);
-			if (slot_damaged(s))
+			if (damaged)
 				set_error(j,
 				          "%s: " DAMAGED_WHY
 				          ": it cannot be merged",
-				          s->name);
+				          j->names[k]);
 			else
 				set_error(j,
 				          "%s was retired by another process "
 				          "before the merge ran",
-				          s->name);
+				          j->names[k]);
 			pthread_mutex_lock(&S.lock);
 			break;
 		}

@@ -98,6 +98,13 @@ static void tab_free(ptrtab *t, void (*f)(void *))
 	t->next = 0;
 }
 
+/* Under S.lock: id's entry is gone (slot_get then gives NULL). */
+static void tab_clear(ptrtab *t, uint64_t id)
+{
+	void **c = atomic_load(&t->chunk[id / CHUNK]);
+	__atomic_store_n(&c[id % CHUNK], NULL, __ATOMIC_RELEASE);
+}
+
 slot *slot_get(uint64_t id) { return tab_get(&slots, id); }
 snap *snap_get(uint64_t id) { return tab_get(&snaps, id); }
 
@@ -139,15 +146,28 @@ static void slot_die(slot *s)
 
 void slot_ref(slot *s, uint64_t n) { atomic_fetch_add(&s->refs, n); }
 
+/*
+ * A slot whose count reaches zero dies, and is freed: nothing can reach
+ * it any more (no snapshot holds it, the kernel has forgotten its inodes,
+ * no listing is open on it; a request on one of its inodes holds that
+ * inode, and so the count), but for merge jobs, which find their inputs
+ * by number and take NULL for gone. Only the structure of a slot the
+ * reaper closed while held stays until its count reaches zero.
+ */
 void slot_unref(slot *s, uint64_t n)
 {
 	if (!s || n == 0)
 		return;
 	if (atomic_fetch_sub(&s->refs, n) == n) {
 		pthread_mutex_lock(&S.lock);
-		if (atomic_load(&s->refs) == 0)
+		bool gone = atomic_load(&s->refs) == 0;
+		if (gone) {
 			slot_die(s);
+			tab_clear(&slots, s->id);
+		}
 		pthread_mutex_unlock(&S.lock);
+		if (gone)
+			free(s);
 	}
 }
 
@@ -158,9 +178,15 @@ void snap_unref(snap *s, uint64_t n)
 	if (!s || n == 0)
 		return;
 	if (atomic_fetch_sub(&s->refs, n) == n) {
-		/* its slots lose it; the structure stays (segfs.h) */
+		/* its slots lose it; the structure stays (segfs.h: a reader
+		 * of S.current may still look at its count), its lists go */
 		for (size_t i = 0; i < s->n; i++)
 			slot_unref(slot_get(s->live[i]), 1);
+		free(s->live); /* nothing reads a dead snapshot's lists */
+		free(s->catalog);
+		s->live = NULL;
+		s->catalog = NULL;
+		s->n = s->catalog_len = 0;
 	}
 }
 
@@ -763,7 +789,7 @@ static void *reaper_main(void *arg)
 		size_t keep = 0;
 		for (size_t i = 0; i < R.n; i++) {
 			slot *s = slot_get(R.ids[i]);
-			if (!s->seg)
+			if (!s || !s->seg)
 				continue; /* its last reader let go */
 			double due = s->retired_at + S.retire_after;
 			if (due > t) {
