@@ -17,7 +17,6 @@ import os
 import random
 import signal
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -259,26 +258,9 @@ def test_two_mounts(tmp):
 
 
 def main():
-    if not os.path.exists("/dev/fuse"):
-        print("SKIP: /dev/fuse is missing: segfs cannot mount here")
-        return 77
-    only = sys.argv[3:]
-    tests = [test_control_bytes, test_grammar, test_unknown_options,
-             test_status_escapes, test_two_mounts]
-    with tempfile.TemporaryDirectory(prefix="segfs-ctl-") as tmp:
-        for t in tests:
-            if only and t.__name__ not in only:
-                continue
-            t0 = time.time()
-            before = len(T.failures)
-            t(tmp)
-            print("%-20s %s (%.1f s)" % (t.__name__,
-                  "ok" if len(T.failures) == before else "FAILED",
-                  time.time() - t0), flush=True)
-    if T.failures:
-        print("%d failures" % len(T.failures))
-        return 1
-    return 0
+    return T.run_tests([test_control_bytes, test_grammar, test_unknown_options,
+                        test_status_escapes, test_two_mounts],
+                       "segfs-ctl-", sys.argv[3:])
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ import random
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -480,29 +479,13 @@ def test_permissions(tmp):
 
 
 def main():
-    if not os.path.exists("/dev/fuse"):
-        print("SKIP: /dev/fuse is missing: segfs cannot mount here")
-        return 77
-    only = sys.argv[3:]
-    tests = [test_merge_damaged_cli, test_merge_damaged_control,
-             test_listing_loop, test_damaged_listings, test_not_regular,
-             test_retired_without_drop, test_retire_after, test_permissions]
-    if "soak" in sys.argv[3:]:  # its own test (meson.build): 2 minutes
-        only, tests = [], [test_soak]
-    with tempfile.TemporaryDirectory(prefix="segfs-integrity-") as tmp:
-        for t in tests:
-            if only and t.__name__ not in only:
-                continue
-            t0 = time.time()
-            before = len(T.failures)
-            t(tmp)
-            print("%-28s %s (%.1f s)" % (t.__name__,
-                  "ok" if len(T.failures) == before else "FAILED",
-                  time.time() - t0), flush=True)
-    if T.failures:
-        print("%d failures" % len(T.failures))
-        return 1
-    return 0
+    if "soak" in sys.argv[3:]:  # its own meson test: two minutes
+        return T.run_tests([test_soak], "segfs-soak-", [])
+    return T.run_tests([test_merge_damaged_cli, test_merge_damaged_control,
+                        test_listing_loop, test_damaged_listings,
+                        test_not_regular, test_retired_without_drop,
+                        test_retire_after, test_permissions],
+                       "segfs-integrity-", sys.argv[3:])
 
 
 if __name__ == "__main__":

@@ -1957,11 +1957,30 @@ def test_lock_links(tmp):
     check(os.path.islink(os.path.join(d, ".segfs.lock")), "the link stays")
 
 
-def main():
+def run_tests(tests, prefix, only):
+    """Runs each test (the names in only, when given) in one temporary
+    directory, saying how each went; the exit status. The other test
+    scripts of this directory run theirs through it too."""
     if not os.path.exists("/dev/fuse"):
         print("SKIP: /dev/fuse is missing: segfs cannot mount here")
         return 77
-    only = sys.argv[3:]
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        for t in tests:
+            if only and t.__name__ not in only:
+                continue
+            t0 = time.time()
+            before = len(failures)
+            t(tmp)
+            print("%-28s %s (%.1f s)" % (t.__name__,
+                  "ok" if len(failures) == before else "FAILED", time.time() - t0),
+                  flush=True)
+    if failures:
+        print("%d failures" % len(failures))
+        return 1
+    return 0
+
+
+def main():
     tests = [test_modes, test_names, test_mutations, test_large, test_threads,
              test_sep, test_many_dirs, test_bad_segment, test_corrupt_body, test_signals,
              test_merge_live, test_retired_readers, test_bad_requests,
@@ -1971,20 +1990,7 @@ def main():
              test_output_taken, test_recover_marks, test_enospc, test_external_change,
              test_fifo_catalog, test_watch_overflow, test_read_only, test_mount_over_segdir,
              test_lock_unusable, test_lock_links]
-    with tempfile.TemporaryDirectory(prefix="segfs-test-") as tmp:
-        for t in tests:
-            if only and t.__name__ not in only:
-                continue
-            t0 = time.time()
-            before = len(failures)
-            t(tmp)
-            print("%-18s %s (%.1f s)" % (t.__name__,
-                  "ok" if len(failures) == before else "FAILED", time.time() - t0),
-                  flush=True)
-    if failures:
-        print("%d failures" % len(failures))
-        return 1
-    return 0
+    return run_tests(tests, "segfs-test-", sys.argv[3:])
 
 
 if __name__ == "__main__":
