@@ -783,9 +783,9 @@ static GUARDED_FN void segfs_lookup(fuse_req_t req, fuse_ino_t parent,
 	} else if (!err && ino) {
 		reply_ino_keep(req, ino, keep);
 		if (keep)
-			state_note_entry(parent, name);
+			retire_note_entry(parent, name);
 		else
-			state_drop_entry_later(parent, name);
+			retire_drop_entry_later(parent, name);
 	} else if (!err) {
 		reply_negative(req, keep ? S.timeout : 0);
 	}
@@ -1857,7 +1857,7 @@ int main(int argc, char *argv[])
 	fuse_daemonize(opts.foreground);
 	/* threads after the fork of fuse_daemonize */
 	S.se = se;
-	int e = state_reaper_start();
+	int e = retire_start();
 	if (!e)
 		e = control_start();
 	if (!e && (e = state_watch_start()) != 0) {
@@ -1891,7 +1891,7 @@ out_threads:
 	__atomic_store_n(&S.se, NULL, __ATOMIC_SEQ_CST);
 	state_watch_stop();
 	control_stop();
-	state_reaper_stop();
+	retire_stop();
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);

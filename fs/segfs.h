@@ -4,8 +4,10 @@
  * files' entry points.
  *
  * state.c    slots, snapshots, the catalog (load, reload, publication
- *            callbacks), retirement of merged-away segments, per-thread
- *            cursors, the directories -o sep makes, the catalog watcher
+ *            callbacks), per-thread cursors, the directories -o sep
+ *            makes, the catalog watcher
+ * retire.c   what gives merged-away segments' space back: dropping the
+ *            kernel's entries of them, closing those held too long
  * control.c  control/merge requests, the job queue and its workers,
  *            control/status and control/wait
  * segfs.c    the FUSE operations and main()
@@ -18,7 +20,7 @@
  * whose count reaches zero is dead: a dead slot's file is unmapped (once
  * no thread's cursor holds it: slot_cursor), and deleted if a merge
  * retired it. A retired slot dies at the latest S.retire_after seconds
- * after its retirement, whatever its count (state_reaper_start). The structures themselves are kept until
+ * after its retirement, whatever its count (retire.c). The structures themselves are kept until
  * unmount (they are small), so a request racing with a death reads stale
  * but valid memory; that is what keeps the read path free of locks.
  */
@@ -199,7 +201,7 @@ void state_unload(void);
  * Reads the newest catalog generation and makes it current (opening new
  * segments, retiring the rest), then tells the kernel what changed: the
  * entries it caches under view/ and of retired segments are dropped, so
- * that none keeps a retired segment (see state_reaper_start). Under
+ * that none keeps a retired segment (see retire.c). Under
  * S.publish. Returns 0 or an errno (the current snapshot stays) with a
  * message in err.
  */
@@ -222,14 +224,23 @@ void tls_leave(void);
 /* Closes this thread's cursors. */
 void tls_release(void);
 
-/*
+/* Under S.lock: closes the slot's segment (unmaps it once no thread's
+ * cursor holds it) and deletes its .NAME.retired; for a slot without
+ * readers, or a retired one held too long (retire.c). */
+void slot_die(slot *s);
+
+/* ---- retirement (retire.c) -------------------------------------------------
  * Retired slots that readers still hold (the kernel's open files, an open
  * listing) are closed S.retire_after seconds after their retirement by a
- * thread of their own: their files then fail with ESTALE, and their
- * mapping and file go.
- */
-int state_reaper_start(void);
-void state_reaper_stop(void);
+ * thread of their own, the reaper: their files then fail with ESTALE, and
+ * their mapping and file go. */
+int retire_start(void);
+void retire_stop(void);
+/* Under S.lock: s is no longer live (state_reload_locked). */
+void retire_slot_locked(slot *s);
+/* Under S.lock, after view/ got its new inode: the recent entries are to
+ * be dropped (retire_note_entry). */
+void retire_changed_locked(void);
 /*
  * An entry given under a view/ that the catalog has replaced (segfs.c,
  * scope_stale): out of reach for new paths, yet the kernel would keep it
@@ -238,7 +249,7 @@ void state_reaper_stop(void);
  * the lookup would deadlock). Too many at once are left to -o
  * retire_after.
  */
-void state_drop_entry_later(fuse_ino_t parent, const char *name);
+void retire_drop_entry_later(fuse_ino_t parent, const char *name);
 /*
  * A key entry just given to the kernel (lookup). A catalog change drops
  * view/'s entry, and with it every cached entry below that no process
@@ -247,7 +258,7 @@ void state_drop_entry_later(fuse_ino_t parent, const char *name);
  * hundred entries given are remembered, and a catalog change drops each
  * by name (it is then forgotten once closed).
  */
-void state_note_entry(fuse_ino_t parent, const char *name);
+void retire_note_entry(fuse_ino_t parent, const char *name);
 
 /* ---- -o sep directories ------------------------------------------------- */
 

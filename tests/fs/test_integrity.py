@@ -14,6 +14,7 @@ import random
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -355,7 +356,6 @@ def soak(tmp, opts, seconds):
                 errors.append("%r: %s" % (k, e))
             counts[0] += 1
 
-    import threading
     threads = [threading.Thread(target=reader, args=(i,)) for i in range(6)]
     samples, merges = [], 0
     try:
