@@ -1227,9 +1227,10 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	if (h->err) { /* the error that ended the last reply's entries */
-		fuse_reply_err(req, h->err);
+		int e = h->err;
 		h->err = 0;
 		h->next_off = -1;
+		fuse_reply_err(req, e); /* last: then h may be released */
 		return;
 	}
 	char *buf = malloc(size);
@@ -1384,14 +1385,16 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (!err && !vc_valid(&h->vc))
 		h->next_off = off; /* at the end: a resume adds nothing */
 done:
-	if (err && used == 0) {
-		fuse_reply_err(req, err);
-	} else {
-		fuse_reply_buf(req, buf, used);
+	/* h before the reply: once replied, the listing may be closed (and
+	 * h freed) by another thread (-o mt) */
+	if (err && used > 0)
 		h->err = err; /* not lost: the next call replies with it */
-	}
 	if (err)
 		h->next_off = -1;
+	if (err && used == 0)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_buf(req, buf, used);
 	free(buf);
 }
 
