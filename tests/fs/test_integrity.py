@@ -242,17 +242,17 @@ def test_not_regular(tmp):
 # ---- retired segments give their space back ------------------------------------
 
 def held(m, d):
-    """What merged-away segments hold: bytes of deleted files the daemon
-    still maps, .retired files in d, and the daemon's resident memory."""
+    """What merged-away segments hold: bytes of deleted files of d that the
+    daemon still maps, .retired files in d, and the daemon's resident
+    memory."""
     pid = m.proc.pid
-    mapped, seen = 0, set()
+    mapped, prefix = 0, os.path.realpath(d) + "/"
     with open("/proc/%d/maps" % pid) as f:
         for line in f:
-            if line.rstrip().endswith("(deleted)"):
-                lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
-                name = line.split(None, 5)[5].strip()
-                if name not in seen:
-                    seen.add(name)
+            fields = line.split(None, 5)
+            name = fields[5].strip() if len(fields) > 5 else ""
+            if name.startswith(prefix) and name.endswith("(deleted)"):
+                lo, hi = (int(x, 16) for x in fields[0].split("-"))
                 mapped += hi - lo
     retired = [x for x in os.listdir(d) if x.endswith(".retired")]
     with open("/proc/%d/status" % pid) as f:
