@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef KVSEG_VERSION
@@ -99,12 +100,15 @@ static const char stat_help[] =
     "  --json   one JSON object instead of text\n";
 
 static const char merge_help[] =
-    "Usage: kvseg merge [OPTIONS] OUT IN...\n"
+    "Usage: kvseg merge -o OUT [OPTIONS] IN...\n"
     "\n"
     "Merges the segments IN (oldest first) into the new segment OUT: for\n"
     "a key in several inputs the newest input's record wins. Prints a\n"
     "summary line; a progress bar on stderr when it is a terminal.\n"
+    "OUT must not be an input, nor exist unless --force is given.\n"
     "\n"
+    "  -o, --output OUT       the segment to write\n"
+    "  --force                replace OUT if it exists\n"
     "  --profile byte|bit     output key profile (default: the newest\n"
     "                         input's)\n"
     "  --framing typed|raw    output framing (default: the newest\n"
@@ -208,6 +212,31 @@ int cli_error_kvs(const char *verb, const char *file, kvs_status st,
 	return exit_for_status(st);
 }
 
+int cli_refuse_input_as_output(const char *verb, const char *out,
+                               const char *const *ins, size_t n,
+                               bool read_stdin)
+{
+	struct stat o, i;
+
+	if (stat(out, &o) != 0)
+		return EXIT_OK; /* nothing to replace (or OUT's open says why) */
+	if (read_stdin && fstat(STDIN_FILENO, &i) == 0 &&
+	    i.st_dev == o.st_dev && i.st_ino == o.st_ino)
+		return cli_usage(verb,
+		                 "%s is also the standard input, which would "
+		                 "be replaced while it is read: write to "
+		                 "another file",
+		                 out);
+	for (size_t k = 0; k < n; k++)
+		if (stat(ins[k], &i) == 0 && i.st_dev == o.st_dev &&
+		    i.st_ino == o.st_ino)
+			return cli_usage(verb,
+			                 "the output %s is also the input %s, "
+			                 "which it would replace",
+			                 out, ins[k]);
+	return EXIT_OK;
+}
+
 int cli_usage(const char *verb, const char *fmt, ...)
 {
 	va_list ap;
@@ -270,12 +299,21 @@ int cli_args_next(struct cli_args *a, const struct cli_option *opts,
 	if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0)
 		return ARG_HELP;
 	if (arg[1] != '-') {
-		/* Short options: flags a table spells "-x". */
+		/* Short options: those a table spells "-x"; one with a value
+		 * takes the next argument. */
 		for (const struct cli_option *o = opts; o && o->name; o++) {
-			if (o->name[0] == '-' && strcmp(o->name, arg) == 0) {
-				*value = NULL;
+			if (o->name[0] != '-' || strcmp(o->name, arg) != 0)
+				continue;
+			*value = NULL;
+			if (!o->has_value)
 				return o->id;
+			if (a->next >= a->argc) {
+				cli_usage(a->verb, "option '%s' needs a value",
+				          arg);
+				return ARG_ERROR;
 			}
+			*value = a->argv[a->next++];
+			return o->id;
 		}
 		cli_usage(a->verb,
 		          "unknown option '%s' (put -- before an "

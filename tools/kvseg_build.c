@@ -603,6 +603,9 @@ int cmd_build(int argc, char **argv)
 		          "stdin)");
 		return EXIT_SYSTEM;
 	}
+	rc = cli_refuse_input_as_output("build", cfg.out, NULL, 0, true);
+	if (rc)
+		return rc;
 	/* Open first: a bad OUT fails before stdin is read. */
 	if (kvs_writer_open(&w, cfg.out, &cfg.writer, &err) != KVS_OK) {
 		rc = cli_error_kvs("build", cfg.out, err.status, &err, "");

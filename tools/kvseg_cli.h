@@ -112,6 +112,16 @@ bool cli_parse_profile(const char *verb, const char *text, kvs_profile *out);
 bool cli_parse_framing(const char *verb, const char *text, kvs_framing *out);
 /* Joins a directory and a file name into a new string; NULL if no memory. */
 char *cli_path_join(const char *dir, const char *name);
+/*
+ * Refuses (EXIT_USAGE, with a message) to write OUT when it is the same
+ * file as one that the verb reads: an input ins[0 .. n), or its standard
+ * input when read_stdin. Writing would replace the input before, or
+ * while, it is read: `kvseg merge old.seg new.seg` once replaced old.seg
+ * with the merge of new.seg alone. EXIT_OK when OUT does not exist yet.
+ */
+int cli_refuse_input_as_output(const char *verb, const char *out,
+                               const char *const *ins, size_t n,
+                               bool read_stdin);
 
 /* ---- growable byte buffer ---------------------------------------------- */
 

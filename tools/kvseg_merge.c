@@ -281,11 +281,14 @@ void merge_print_summary(size_t inputs, const char *out,
 
 /* ---- the verb ---------------------------------------------------------- */
 
-enum { OPT_INCLUDES_OLDEST = 1 };
+enum { OPT_INCLUDES_OLDEST = 1, OPT_OUTPUT, OPT_FORCE };
 
 static const struct cli_option merge_options[] = {
     MERGE_CLI_OPTIONS,
     {"includes-oldest", false, OPT_INCLUDES_OLDEST},
+    {"output", true, OPT_OUTPUT},
+    {"-o", true, OPT_OUTPUT},
+    {"force", false, OPT_FORCE},
     {NULL, false, 0},
 };
 
@@ -298,6 +301,7 @@ int cmd_merge(int argc, char **argv)
 	const char **names = NULL, *out = NULL, *val;
 	size_t n = 0;
 	int id, rc = EXIT_OK;
+	bool force = false;
 
 	names = calloc((size_t)argc, sizeof *names);
 	if (!names) {
@@ -313,10 +317,15 @@ int cmd_merge(int argc, char **argv)
 			rc = -1;
 		else if (id == OPT_INCLUDES_OLDEST)
 			cfg.includes_oldest = true;
+		else if (id == OPT_FORCE)
+			force = true;
+		else if (id == OPT_OUTPUT && out)
+			rc = cli_usage("merge", "one output file only ('%s')",
+			               val);
+		else if (id == OPT_OUTPUT)
+			out = val;
 		else if (id != ARG_OPERAND)
 			rc = merge_option("merge", &cfg, id, val);
-		else if (!out)
-			out = val;
 		else
 			names[n++] = val;
 	}
@@ -324,10 +333,19 @@ int cmd_merge(int argc, char **argv)
 		rc = cli_help("merge");
 		goto done;
 	}
+	/* Every operand is an input: an output given as the first operand,
+	 * as merge once took it, would replace a segment meant as input. */
 	if (!rc && !out)
-		rc = cli_usage("merge", "no output file given");
+		rc = cli_usage("merge", "no output file given (-o OUT)");
 	else if (!rc && n == 0)
 		rc = cli_usage("merge", "no input segment given");
+	if (!rc)
+		rc = cli_refuse_input_as_output("merge", out,
+		                                (const char *const *)names, n,
+		                                false);
+	if (!rc && !force && access(out, F_OK) == 0)
+		rc = cli_usage("merge",
+		               "%s exists: --force replaces it", out);
 	if (rc)
 		goto done;
 

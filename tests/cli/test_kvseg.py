@@ -787,13 +787,13 @@ def test_bad_arguments():
     fifo = path("args.fifo")
     os.mkfifo(fifo)
     for args in [("get", fifo, "a"), ("scan", fifo), ("dump", fifo),
-                 ("stat", fifo), ("verify", fifo), ("merge", out, seg, fifo)]:
+                 ("stat", fifo), ("verify", fifo), ("merge", "-o", out, seg, fifo)]:
         r = kvseg(*args)
         expect_error(r, 4, "a FIFO %r" % (args,), fifo + ": not a regular file")
     check(not os.path.exists(out), "no segment from a merge with a FIFO")
     # Nor does a segment replace one (or a directory, or a device: as
     # root, "kvseg build /dev/null" would have replaced the device).
-    for args in [("build", fifo), ("merge", fifo, seg)]:
+    for args in [("build", fifo), ("merge", "--force", "-o", fifo, seg)]:
         r = kvseg(*args, stdin=b"a\t1\n")
         expect_error(r, 4, "OUT a FIFO %r" % (args,),
                      fifo + ": is a FIFO, which a segment would replace")
@@ -898,7 +898,7 @@ def test_merge():
         what = "merge trial %d (%d inputs)" % (trial, n)
         # Defaults: the newest input's mode and K, sequence max + 1.
         out = path("mo-%d.seg" % trial)
-        r = kvseg("merge", out, *names)
+        r = kvseg("merge", "-o", out, *names)
         if check(r.rc == 0 and r.err == "", what + ": exit 0, no stderr "
                  "when piped", r):
             check_summary(r, n, out, merge_counts(inputs, False), what)
@@ -920,7 +920,7 @@ def test_merge():
         f2 = rng.choice(["typed", "raw"])
         r = kvseg("merge", "--includes-oldest", "--drop-tombstones",
                   "--profile", p2, "--framing", f2, "--restart", 3,
-                  "--sequence", 77, "-q", out2, *names)
+                  "--sequence", 77, "-q", "-o", out2, *names)
         if check(r.rc == 0 and r.out == b"" and r.err == "",
                  what + ": quiet strong delete", r):
             check(kvseg("dump", out2).out ==
@@ -931,15 +931,15 @@ def test_merge():
             check(st["mode"] == "%s-%s" % (f2, p2) and
                   st["restart_interval"] == 3 and st["sequence"] == 77,
                   what + ": mode conversion", r)
-        r = kvseg("merge", "--includes-oldest", "--drop-tombstones", out2,
-                  *names)
+        r = kvseg("merge", "--includes-oldest", "--drop-tombstones", "--force",
+                  "-o", out2, *names)
         if r.rc == 0:
             check_summary(r, n, out2, merge_counts(inputs, True),
                           what + " (drop)")
         # A raw output cannot take inputs with tombstones.
         if any(v is None for recs in inputs for v in recs.values()):
             bad = path("mo-raw.seg")
-            r = kvseg("merge", "--framing", "raw", bad, *names)
+            r = kvseg("merge", "--framing", "raw", "-o", bad, *names)
             expect_error(r, 3, what + ": raw output with tombstones",
                          "tombstone")
             check(not os.path.exists(bad), "no output after a refusal")
@@ -949,7 +949,7 @@ def test_merge():
     for i, recs in enumerate(inputs):
         names.append(path("eq-%d.seg" % i))
         build(names[-1], recs, extra=("--sequence", i))
-    kvseg("merge", "-q", path("eq.seg"), *names)
+    kvseg("merge", "-q", "-o", path("eq.seg"), *names)
     build(path("eq-built.seg"), merged_oracle(inputs),
           extra=("--sequence", 3))
     check(open(path("eq.seg"), "rb").read() ==
@@ -958,10 +958,10 @@ def test_merge():
     # Bit keys into a byte-profile output.
     build(path("bk.seg"), {"0101": b"x"}, "bit")
     build(path("bb.seg"), {bits_of(b"a"): b"y"}, "byte")
-    r = kvseg("merge", path("bko.seg"), path("bk.seg"), path("bb.seg"))
+    r = kvseg("merge", "-o", path("bko.seg"), path("bk.seg"), path("bb.seg"))
     expect_error(r, 3, "merge of a bit key into the byte profile")
     check(not os.path.exists(path("bko.seg")), "no output after it")
-    r = kvseg("merge", "--profile", "bit", path("bko.seg"), path("bk.seg"),
+    r = kvseg("merge", "--profile", "bit", "-o", path("bko.seg"), path("bk.seg"),
               path("bb.seg"))
     check(r.rc == 0 and kvseg("dump", path("bko.seg")).out ==
           b"\\b0101\tx\na\ty\n", "--profile bit keeps bit keys", r)
@@ -971,26 +971,54 @@ def test_merge():
 
 def test_merge_errors(names):
     out = path("me.seg")
-    for args in ((), (out,), ("--drop-tombstones", out, names[0]),
-                 ("--framing", "cooked", out, names[0]),
-                 ("--restart", "0", out, names[0]),
-                 ("--codes", "eg1,eg1,eg1", out, names[0]),
-                 ("--includes-oldest=1", out, names[0]),
-                 ("--bogus", out, names[0])):
+    for args in ((), ("-o", out), (names[0],), ("-o",),
+                 ("-o", out, "-o", out, names[0]),
+                 ("--drop-tombstones", "-o", out, names[0]),
+                 ("--framing", "cooked", "-o", out, names[0]),
+                 ("--restart", "0", "-o", out, names[0]),
+                 ("--codes", "eg1,eg1,eg1", "-o", out, names[0]),
+                 ("--includes-oldest=1", "-o", out, names[0]),
+                 ("--bogus", "-o", out, names[0])):
         r = kvseg("merge", *args)
         expect_error(r, 2, "merge usage error %r" % (args,))
         check(r.out == b"", "no output on a merge usage error", r)
-    r = kvseg("merge", out, names[0], path("missing.seg"))
+    # No verb that writes replaces a file it reads, nor an existing file
+    # unless told to (the issue's repro: "merge old.seg new.seg" replaced
+    # old.seg with the merge of new.seg alone).
+    before = [open(x, "rb").read() for x in names[:2]]
+    os.link(names[0], path("me-link.seg"))
+    for args, why in ((names[:2], "no output file given"),
+                      (("-o", names[0]) + tuple(names[:2]), "also the input"),
+                      (("-o", path("me-link.seg"), names[0]), "also the input"),
+                      (("--force", "-o", names[1]) + tuple(names[:2]),
+                       "also the input"),
+                      (("-o", names[1], names[0]), "exists: --force")):
+        r = kvseg("merge", *args)
+        expect_error(r, 2, "merge refused %r" % (args,), why)
+    check([open(x, "rb").read() for x in names[:2]] == before,
+          "refused merges left their inputs as they were")
+    with open(names[1], "rb") as f:
+        r = subprocess.run([KVSEG, "build", names[1]], stdin=f,
+                           capture_output=True)
+    check(r.returncode == 2 and b"standard input" in r.stderr and
+          open(names[1], "rb").read() == before[1],
+          "build refuses OUT as its standard input: %r" % (r,))
+    os.unlink(path("me-link.seg"))
+    r = kvseg("merge", "--force", "-o", path("me-new.seg"), names[0])
+    check(r.rc == 0, "merge into a new file", r)
+    r = kvseg("merge", "--force", "-o", path("me-new.seg"), names[1])
+    check(r.rc == 0 and kvseg("dump", path("me-new.seg")).out ==
+          kvseg("dump", names[1]).out, "--force replaces OUT", r)
+    r = kvseg("merge", "-o", out, names[0], path("missing.seg"))
     expect_error(r, 4, "merge of a missing input", "missing.seg")
     data = bytearray(open(names[0], "rb").read())
     data[len(data) // 3] ^= 0x55
     with open(path("dmg.seg"), "wb") as f:
         f.write(data)
-    r = kvseg("merge", out, path("dmg.seg"), names[1])
-    check(r.rc in (0, 3), "a damaged input merges or fails with 3", r)
-    if r.rc:
-        check(not os.path.exists(out), "no output from a damaged input")
-    r = kvseg("merge", path("no/such/dir/x.seg"), names[0])
+    r = kvseg("merge", "-o", out, path("dmg.seg"), names[1])
+    expect_error(r, 3, "a damaged input fails its CRC", "CRC32C")
+    check(not os.path.exists(out), "no output from a damaged input")
+    r = kvseg("merge", "-o", path("no/such/dir/x.seg"), names[0])
     expect_error(r, 4, "merge into a missing directory")
     check([n for n in os.listdir(TMP) if ".tmp-" in n] == [],
           "failed merges leave no temporary file")
@@ -1026,15 +1054,16 @@ def run_on_pty(args, stdin=b""):
 def test_merge_progress(names):
     """A progress bar on a terminal, nothing when piped or --quiet."""
     out = path("mp.seg")
-    rc, stdout, tty = run_on_pty(["merge", out] + names)
+    rc, stdout, tty = run_on_pty(["merge", "-o", out] + names)
     check(rc == 0 and SUMMARY.match(stdout) is not None and
           b"records" in tty and b"MB/s" in tty and b"left" in tty,
           "merge draws a progress bar on a terminal: %r" % tty[:300])
     check(tty.endswith(b"\r\x1b[K"), "the bar is erased at the end")
-    rc, stdout, tty = run_on_pty(["merge", "--quiet", out] + names)
+    rc, stdout, tty = run_on_pty(["merge", "--quiet", "--force", "-o", out]
+                                  + names)
     check(rc == 0 and stdout == b"" and tty == b"",
           "merge --quiet on a terminal draws nothing: %r" % tty[:300])
-    r = kvseg("merge", out, *names)
+    r = kvseg("merge", "--force", "-o", out, *names)
     check(r.rc == 0 and r.err == "", "no progress bar when piped", r)
 
 
@@ -1546,7 +1575,7 @@ def test_cut_short():
         with open(os.path.join(d, "a.seg"), "wb") as f:
             f.write(a_bytes)
         got = cut_while_stopped(
-            ["merge", "out.seg", "a.seg", "b.seg"], d,
+            ["merge", "-o", "out.seg", "a.seg", "b.seg"], d,
             lambda: any(".tmp-" in x for x in os.listdir(d)), "a.seg")
         if got is not None:
             break
@@ -1661,7 +1690,8 @@ def test_interrupted():
          ["build", "--memory", "1M", "c.seg"], has(".merge-", ".tmp-"),
          lines),
         ("build", signal.SIGHUP, ["build", "c.seg"], has(".tmp-"), lines),
-        ("merge", signal.SIGINT, ["merge", "c.seg", "a.seg", "b.seg"],
+        ("merge", signal.SIGINT,
+         ["merge", "--force", "-o", "c.seg", "a.seg", "b.seg"],
          has(".tmp-"), None),
     ]
     for what, sig, args, ready, stdin in cases:

@@ -73,7 +73,8 @@ def test_merge_damaged_cli(tmp):
         before = dir_state(d)
         a_bytes = read(os.path.join(d, "a.kvs"))
         out = os.path.join(tmp, "dmg-out-%s.kvs" % how)
-        r = kvseg("merge", out, os.path.join(d, "a.kvs"), os.path.join(d, "b.kvs"))
+        r = kvseg("merge", "-o", out, os.path.join(d, "a.kvs"),
+                  os.path.join(d, "b.kvs"))
         check(r.returncode == 3 and b"a.kvs" in r.stderr,
               "%s: kvseg merge of a damaged input: exit %d, %r" % (how, r.returncode, r.stderr))
         check(not os.path.exists(out), "%s: kvseg merge wrote no output" % how)
