@@ -189,7 +189,32 @@ typedef struct status_text {
 static struct {
 	status_text *list;
 	uint64_t next_id;
-} T = {NULL, 1};
+	/* The last text taken and when it first read so: a text equal to it
+	 * keeps that time, so that a file that did not change does not look
+	 * changed (`tar` stats the name, then opens it: two lookups, two
+	 * texts, and it compares their times). */
+	char *last;
+	size_t last_len;
+	struct timespec last_when;
+} T = {NULL, 1, NULL, 0, {0, 0}};
+
+/* Under J.lock: the time of text, the last one's if they are equal. */
+static struct timespec text_time(const char *text, size_t len)
+{
+	if (T.last && T.last_len == len && !memcmp(T.last, text, len))
+		return T.last_when;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	char *copy = malloc(len + 1);
+	if (copy) {
+		memcpy(copy, text, len);
+		free(T.last);
+		T.last = copy;
+		T.last_len = len;
+		T.last_when = now;
+	}
+	return now;
+}
 
 uint64_t control_status_take(void)
 {
@@ -202,7 +227,7 @@ uint64_t control_status_take(void)
 		t->id = T.next_id++;
 		t->text = b.p ? b.p : calloc(1, 1);
 		t->len = b.len;
-		clock_gettime(CLOCK_REALTIME, &t->when);
+		t->when = text_time(t->text, t->len);
 		t->next = T.list;
 		T.list = t;
 		b.p = NULL;
@@ -258,6 +283,8 @@ void control_status_ref(uint64_t id, uint64_t n, bool up)
 
 static void status_free_all(void)
 {
+	free(T.last);
+	T.last = NULL;
 	while (T.list) {
 		status_text *t = T.list;
 		T.list = t->next;

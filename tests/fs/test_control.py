@@ -257,9 +257,42 @@ def test_two_mounts(tmp):
     check(False, "three merges of B ended before A could publish")
 
 
+def test_tar(tmp):
+    """`tar` of the whole mount (GNU tar stats each name, then opens it,
+    and fails with "file changed as we read it" when the two disagree)
+    exits 0, before and after a merge; the archive's view/ files hold
+    each key's newest value (the oracle: the records the test wrote)."""
+    import subprocess
+    import tarfile
+    d = os.path.join(tmp, "tar")
+    os.mkdir(d)
+    T.build(os.path.join(d, "a.seg"), [(b"k1", 16, b"old"), (b"k2", 16, b"two")], seq=1)
+    T.build(os.path.join(d, "b.seg"), [(b"k1", 16, b"new"), (b"k3", 16, b"three")], seq=2)
+    want = {"k1": b"new", "k2": b"two", "k3": b"three"}
+    m = T.Mount(d)
+    try:
+        for when in ("before a merge", "after a merge"):
+            for i in range(3):
+                out = os.path.join(tmp, "m.tar")
+                r = subprocess.run(["tar", "cf", out, "-C", m.mnt, "."],
+                                   capture_output=True)
+                check(r.returncode == 0, "tar %s: exit %d: %r" % (
+                    when, r.returncode, r.stderr[-300:]))
+                with tarfile.open(out) as tf:
+                    got = {n[len("./view/"):]: tf.extractfile(n).read()
+                           for n in tf.getnames()
+                           if n.startswith("./view/") and n != "./view/"}
+                check(got == want, "tar %s: view/ %r" % (when, got))
+            if when == "before a merge":
+                check(T.request(m, b"merge all\n") == 0, "merge")
+                check(T.wait(m, 1)["state"] == "done", "merge done")
+    finally:
+        m.close()
+
+
 def main():
     return T.run_tests([test_control_bytes, test_grammar, test_unknown_options,
-                        test_status_escapes, test_two_mounts],
+                        test_status_escapes, test_two_mounts, test_tar],
                        "segfs-ctl-", sys.argv[3:])
 
 
