@@ -70,6 +70,9 @@ static void ino_ref(fuse_ino_t ino, uint64_t n, bool up)
 	case K_STATUS:
 		control_status_ref(low, n, up);
 		break;
+	case K_MERGE:
+		control_file_ref(low, n, up);
+		break;
 	default:
 		break;
 	}
@@ -399,7 +402,7 @@ static kvs_cursor *key_cursor(fuse_req_t req, fuse_ino_t ino)
  * for ever (the timeout), the control files never. */
 static double attr_timeout(fuse_ino_t ino)
 {
-	if (ino == INO_MERGE || ino_kind(ino) == K_WAIT)
+	if (ino_kind(ino) == K_MERGE || ino_kind(ino) == K_WAIT)
 		return 0;
 	return S.timeout;
 }
@@ -411,7 +414,7 @@ static double attr_timeout(fuse_ino_t ino)
 static double entry_timeout(fuse_ino_t ino)
 {
 	enum ino_kind k = ino_kind(ino);
-	return k == K_STATUS || k == K_WAIT ? 0 : S.timeout;
+	return k == K_STATUS || k == K_WAIT || k == K_MERGE ? 0 : S.timeout;
 }
 
 static int do_getattr(fuse_ino_t ino, struct stat *st)
@@ -432,11 +435,11 @@ static int do_getattr(fuse_ino_t ino, struct stat *st)
 		case INO_WAITDIR:
 			dir_stat(st, ino, &S.dir_st, 2, 0444);
 			return 0;
-		case INO_MERGE:
-			file_stat(st, ino, &S.dir_st, 0, 0200);
-			return 0;
 		}
 		return ENOENT;
+	case K_MERGE:
+		file_stat(st, ino, &S.dir_st, control_file_size(low), 0600);
+		return 0;
 	case K_STATUS: {
 		size_t len;
 		struct timespec t;
@@ -647,7 +650,12 @@ static void lookup_control(fuse_req_t req, const char *name)
 		reply_ino(req, make_ino(K_CATALOG, cur->id));
 		snap_unref(cur, 1);
 	} else if (!strcmp(name, "merge")) {
-		reply_ino(req, INO_MERGE);
+		/* a file of its own for each lookup: the entry is not cached */
+		uint64_t id = control_file_take();
+		if (!id)
+			fuse_reply_err(req, ENOMEM);
+		else
+			reply_ino(req, make_ino(K_MERGE, id));
 	} else if (!strcmp(name, "status")) {
 		/* a new text each time: the entry is not cached */
 		uint64_t id = control_status_take();
@@ -835,7 +843,7 @@ static void segfs_open(fuse_req_t req, fuse_ino_t ino,
 {
 	bool write = (fi->flags & O_ACCMODE) != O_RDONLY ||
 	             (fi->flags & O_TRUNC);
-	if (write && ino != INO_MERGE) {
+	if (write && ino_kind(ino) != K_MERGE) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
@@ -888,8 +896,18 @@ segfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		free(text);
 		return;
 	}
+	case K_MERGE: {
+		size_t n;
+		char *text = control_file_read(ino_low(ino), size, off, &n);
+		if (!text)
+			fuse_reply_err(req, ENOMEM);
+		else
+			fuse_reply_buf(req, text, n);
+		free(text);
+		return;
+	}
 	case K_FIXED:
-		fuse_reply_err(req, ino == INO_MERGE ? EBADF : EISDIR);
+		fuse_reply_err(req, EISDIR);
 		return;
 	case K_SEGDIR:
 	case K_PREFIX:
@@ -916,12 +934,12 @@ segfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void segfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
                         size_t size, off_t off, struct fuse_file_info *fi)
 {
-	(void)off, (void)fi;
-	if (ino != INO_MERGE) {
-		fuse_reply_err(req, EROFS);
+	(void)fi;
+	if (ino_kind(ino) != K_MERGE || off < 0) {
+		fuse_reply_err(req, off < 0 ? EINVAL : EROFS);
 		return;
 	}
-	int err = control_write(buf, size);
+	int err = control_file_write(ino_low(ino), buf, size, off);
 	if (err)
 		fuse_reply_err(req, err);
 	else
@@ -932,11 +950,13 @@ static void segfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
                           int to_set, struct fuse_file_info *fi)
 {
 	(void)attr, (void)fi;
-	/* `> control/merge` truncates first: nothing to do */
-	if (ino == INO_MERGE && !(to_set & ~(FUSE_SET_ATTR_SIZE |
+	/* `> control/merge` truncates first: the jobs' numbers go */
+	if (ino_kind(ino) == K_MERGE && !(to_set & ~(FUSE_SET_ATTR_SIZE |
 	                                     FUSE_SET_ATTR_MTIME |
 	                                     FUSE_SET_ATTR_MTIME_NOW |
 	                                     FUSE_SET_ATTR_CTIME))) {
+		if (to_set & FUSE_SET_ATTR_SIZE)
+			control_file_truncate(ino_low(ino));
 		struct stat st;
 		do_getattr(ino, &st);
 		fuse_reply_attr(req, &st, 0);
@@ -992,11 +1012,11 @@ static void segfs_opendir(fuse_req_t req, fuse_ino_t ino,
                           struct fuse_file_info *fi)
 {
 	fi->fh = 0;
+	if (ino_kind(ino) == K_MERGE || ino_kind(ino) == K_STATUS) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
 	if (ino_kind(ino) == K_FIXED) {
-		if (ino == INO_MERGE) {
-			fuse_reply_err(req, ENOTDIR);
-			return;
-		}
 		/* the catalog's changes invalidate these (state.c) */
 		fi->cache_readdir = ino != INO_WAITDIR;
 		fi->keep_cache = ino != INO_WAITDIR;
@@ -1155,9 +1175,11 @@ static void fixed_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		n = 3;
 	} else if (ino == INO_CONTROL) {
 		names[0] = "catalog", inos[0] = make_ino(K_CATALOG, cur->id);
-		names[1] = "merge", inos[1] = INO_MERGE;
-		/* control/status gets a text only when listed with
-		 * attributes (which the kernel then holds) */
+		/* control/merge and control/status get a file and a text
+		 * only when listed with attributes (which the kernel then
+		 * holds) */
+		names[1] = "merge",
+		inos[1] = make_ino(K_MERGE, plus ? control_file_take() : 0);
 		names[2] = "status",
 		inos[2] = make_ino(K_STATUS, plus ? control_status_take() : 0);
 		names[3] = "wait", inos[3] = INO_WAITDIR;
@@ -1186,6 +1208,8 @@ static void fixed_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		struct stat st;
 		if (child == make_ino(K_STATUS, 0))
 			file_stat(&st, child, &S.dir_st, 0, 0444);
+		else if (child == make_ino(K_MERGE, 0))
+			file_stat(&st, child, &S.dir_st, 0, 0600);
 		else if (do_getattr(child, &st) != 0)
 			continue;
 		size_t got = add_entry(req, plus, buf + used, size - used,

@@ -48,7 +48,6 @@ enum {
 	INO_ROOT = FUSE_ROOT_ID,
 	INO_SEGMENTS = 2,
 	INO_CONTROL = 3,
-	INO_MERGE = 4,  /* control/merge */
 	INO_WAITDIR = 6, /* control/wait */
 };
 enum ino_kind {
@@ -62,6 +61,7 @@ enum ino_kind {
 	K_VIEWDIR = 6, /* view/ (the current snapshot): its epoch */
 	K_WAIT = 8,    /* control/wait/ID as one lookup saw it (wait_ino) */
 	K_STATUS = 9,  /* control/status as one lookup saw it: its text id */
+	K_MERGE = 10,  /* control/merge as one lookup saw it: its file id */
 };
 #define ORD_BITS 40
 #define SLOT_BITS 20
@@ -282,8 +282,17 @@ void ptab_free_all(void);
 
 int control_start(void);
 void control_stop(void);
-/* A write to control/merge: 0 (all of buf taken) or an errno. */
-int control_write(const char *buf, size_t size);
+/* control/merge as one lookup saw it (control.c): a new file's id (0 when
+ * out of memory); its count of kernel references; its size; `>` truncating
+ * it; a write (0: all of buf taken, its jobs' numbers then readable at the
+ * write's end; or an errno); a read's bytes (malloc'd, NULL when out of
+ * memory). */
+uint64_t control_file_take(void);
+void control_file_ref(uint64_t id, uint64_t n, bool up);
+uint64_t control_file_size(uint64_t id);
+void control_file_truncate(uint64_t id);
+int control_file_write(uint64_t id, const char *buf, size_t size, off_t off);
+char *control_file_read(uint64_t id, size_t size, off_t off, size_t *n);
 /* control/status: takes the text as it is now, under a new id (0 when
  * out of memory); a copy of text id; its count of kernel references. */
 uint64_t control_status_take(void);

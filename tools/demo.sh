@@ -91,10 +91,13 @@ grep -r 'from 10.0.1\.' "$mnt/view/var/log" | head -3 || true
 echo
 echo "== merge the three segments while mounted (tombstones dropped)"
 echo
-echo "\$ echo 'merge all tombstones=drop' > $mnt/control/merge"
-echo 'merge all tombstones=drop' >"$mnt/control/merge"
+echo "\$ exec 3<> $mnt/control/merge; echo 'merge all tombstones=drop' >&3; read -r id <&3"
+exec 3<>"$mnt/control/merge"
+echo 'merge all tombstones=drop' >&3
+read -r id <&3
+exec 3>&-
 echo
-show cat "$mnt/control/wait/1"
+show cat "$mnt/control/wait/$id"
 show ls "$mnt/segments"
 show cat "$mnt/view/etc/motd"
 echo

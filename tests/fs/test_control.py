@@ -290,9 +290,66 @@ def test_tar(tmp):
         m.close()
 
 
+def test_job_ids(tmp):
+    """A writer learns its jobs' numbers by reading the descriptor it wrote
+    to: one line per job its last write made. Two descriptors open at once
+    each read their own, as a shell's `exec 3<>` idiom does; the oracle is
+    control/status, where each number's line holds that request."""
+    import subprocess
+    d = os.path.join(tmp, "ids")
+    os.mkdir(d)
+    for i in range(6):
+        T.build(os.path.join(d, "s%d.seg" % i), [(b"k%d" % i, 16, b"v")], seq=i + 1)
+    m = T.Mount(d)
+    try:
+        path = m.path("control", "merge")
+        a = os.open(path, os.O_RDWR)
+        b = os.open(path, os.O_RDWR)
+        try:
+            check(os.read(a, 100) == b"", "a new descriptor reads nothing")
+            os.write(a, b"merge s0.seg s1.seg\n")
+            os.write(b, b"merge s2.seg s3.seg\nmerge s4.seg s5.seg\n")
+            got_b = os.read(b, 100)
+            got_a = os.read(a, 100)
+            try:
+                os.write(a, b"merge nosuch.seg\n")
+                check(False, "a request naming no segment is refused")
+            except OSError as e:
+                check(e.errno == errno.ENOENT, "refused with ENOENT: %r" % e)
+            check(os.read(a, 100) == b"", "a refused write adds no number")
+        finally:
+            os.close(a)
+            os.close(b)
+        st = {j["id"]: j for j in T.status(m)}
+        ids_a = [int(x) for x in got_a.split()]
+        ids_b = [int(x) for x in got_b.split()]
+        check(got_a.endswith(b"\n") and len(ids_a) == 1 and
+              st[ids_a[0]]["request"] == "merge s0.seg s1.seg",
+              "a's number names its request: %r %r" % (got_a, st))
+        check(len(ids_b) == 2 and
+              [st[i]["request"] for i in ids_b] ==
+              ["merge s2.seg s3.seg", "merge s4.seg s5.seg"],
+              "b's numbers name its requests: %r" % got_b)
+        for i in ids_a + ids_b:
+            check(T.wait(m, i)["state"] == "done", "job %d done" % i)
+        # the shell idiom of docs/USAGE.md
+        r = subprocess.run(
+            ["bash", "-c", 'exec 3<>"$1/control/merge" && '
+             'echo "merge all" >&3 && read -r id <&3 && '
+             'cat "$1/control/wait/$id"', "sh", m.mnt],
+            capture_output=True)
+        line = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(r.returncode == 0 and line.get("request") == "merge all" and
+              line.get("state") == "done",
+              "exec 3<>, echo, read, wait: %r %r" % (r.stdout, r.stderr))
+    finally:
+        m.close()
+
+
 def main():
     return T.run_tests([test_control_bytes, test_grammar, test_unknown_options,
-                        test_status_escapes, test_two_mounts, test_tar],
+                        test_status_escapes, test_two_mounts, test_tar,
+                        test_job_ids],
                        "segfs-ctl-", sys.argv[3:])
 
 
