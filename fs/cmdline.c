@@ -24,7 +24,10 @@
 
 enum { KEY_RO = 100, KEY_RW, KEY_FSNAME, KEY_SUBTYPE };
 
-#define OPT(t, p) {t, offsetof(struct cmdline, p), 1}
+#define OPT(t, p)                                                              \
+	{                                                                      \
+		t, offsetof(struct cmdline, p), 1                              \
+	}
 static const struct fuse_opt cli_opts[] = {
     OPT("tombstones", tombstones),
     OPT("skip_bad", skip_bad),
@@ -60,11 +63,20 @@ static int cli_proc(void *data, const char *arg, int key,
 		if (!c->extra)
 			return (c->extra = strdup(arg)) ? 0 : -1;
 		return 0;
-	case KEY_RO: c->ro = 1; return 1;
-	case KEY_RW: c->ro = 0; return 1;
-	case KEY_FSNAME: c->fsname = 1; return 1;
-	case KEY_SUBTYPE: c->subtype = 1; return 1;
-	default: return 1;
+	case KEY_RO:
+		c->ro = 1;
+		return 1;
+	case KEY_RW:
+		c->ro = 0;
+		return 1;
+	case KEY_FSNAME:
+		c->fsname = 1;
+		return 1;
+	case KEY_SUBTYPE:
+		c->subtype = 1;
+		return 1;
+	default:
+		return 1;
 	}
 }
 
@@ -177,8 +189,9 @@ int cmdline_parse(int argc, char **argv, struct cmdline *c)
 		                         "must be 0..1e9 seconds");
 	if (c->workers < 1 || c->workers > 64 || c->queue < 1 ||
 	    c->queue > 100000 || c->history < 1 || c->history > 1000000)
-		return usage_error("%s", "-o workers= takes 1..64, -o queue= "
-		                         "1..100000 and -o history= 1..1000000");
+		return usage_error("%s",
+		                   "-o workers= takes 1..64, -o queue= "
+		                   "1..100000 and -o history= 1..1000000");
 	/* absolute: fuse_daemonize changes to /, and the mount's name says
 	 * which directory it shows */
 	char *abs = realpath(c->segdir, NULL);

@@ -148,8 +148,7 @@ void state_load(void)
 	}
 	report_skipped(); /* exits unless -o skip_bad */
 	if (S.read_only) {
-		snprintf(ro_why, sizeof ro_why,
-		         "segfs was mounted with -o ro");
+		snprintf(ro_why, sizeof ro_why, "segfs was mounted with -o ro");
 	} else if (!ro_why[0] && kvs_catalog_read_only(S.cat)) {
 		snprintf(ro_why, sizeof ro_why,
 		         "%s cannot be written (segfs mounted it read-only)",

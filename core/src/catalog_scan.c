@@ -89,8 +89,8 @@ static kvs_status classify(int dfd, const char *dir, const char *name,
 	memcpy(b->name, name, strlen(name) + 1);
 	/* O_NOFOLLOW, O_NONBLOCK: the file checked is the one opened, and a
 	 * FIFO put there meanwhile is not waited on */
-	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW |
-	                               O_NONBLOCK);
+	int fd =
+	    openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return KVS_OK;
@@ -195,7 +195,8 @@ kvs_status cat_scan_dir(const char *dir, bool sync, cat_scan *out,
 				st = kvs_error_set(err, KVS_E_RANGE,
 				                   "%s: more than %d segment "
 				                   "files",
-				                   dir, KVS_CATALOG_MAX_SEGMENTS);
+				                   dir,
+				                   KVS_CATALOG_MAX_SEGMENTS);
 				goto fail;
 			}
 			ok = push((void **)&out->segments, &out->count, &cap,
@@ -212,8 +213,8 @@ kvs_status cat_scan_dir(const char *dir, bool sync, cat_scan *out,
 			}
 		}
 		if (!ok) {
-			st = kvs_error_set(err, KVS_E_NOMEM, "%s: out of memory",
-			                   dir);
+			st = kvs_error_set(err, KVS_E_NOMEM,
+			                   "%s: out of memory", dir);
 			goto fail;
 		}
 	}

@@ -21,7 +21,7 @@ typedef struct cat_scan {
 	size_t count;
 	kvs_catalog_skip *bad; /* bad segments, by name */
 	size_t nbad;
-	size_t nother;        /* entries that are not segments */
+	size_t nother; /* entries that are not segments */
 	char other[KVS_CATALOG_MAX_NAME + 1]; /* the first of them by name */
 	const char *other_what; /* what it is: "not a segment", "a directory" */
 } cat_scan;
