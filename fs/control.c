@@ -966,12 +966,9 @@ static int handle_line(char *line, size_t len, job *const *earlier,
 		            "unknown request '%.40s' (merge or cancel)", tok[0]);
 	if (J.stopping)
 		return fail(e, ESHUTDOWN, "segfs is unmounting");
-	if (kvs_catalog_read_only(S.cat))
-		return fail(
-		    e, EROFS,
-		    "%.200s cannot be written (segfs mounted it read-only): "
-		    "nothing can be merged",
-		    S.segdir);
+	if (S.ro_why)
+		return fail(e, EROFS, "%.400s: nothing can be merged",
+		            S.ro_why);
 	job *j = calloc(1, sizeof *j);
 	if (!j)
 		return fail(e, ENOMEM, "out of memory");

@@ -19,6 +19,7 @@
  * in state.c, the control files in control.c.
  */
 #include "segfs.h"
+#include "cmdline.h"
 #include "guard.h"
 
 #include <errno.h>
@@ -34,10 +35,6 @@
 #include <unistd.h>
 
 #include "names.h"
-
-#ifndef SEGFS_VERSION
-#define SEGFS_VERSION "unknown"
-#endif
 
 /* Directory offsets: 1 after ".", 2 after "..", 3 after "%@" (the key a
  * -o sep directory stands for), 4 + position after the entry at the
@@ -1679,209 +1676,49 @@ static const struct fuse_lowlevel_ops segfs_ops = {
 	.fallocate = segfs_fallocate,
 };
 
-/* ---- command line --------------------------------------------------------- */
-
-struct cli {
-	char *segdir;
-	char *sep;
-	int tombstones, skip_bad, verify, mt, keep_retired;
-	double timeout, retire_after;
-	unsigned workers, queue, history;
-};
-
-#define OPT(t, p) {t, offsetof(struct cli, p), 1}
-static const struct fuse_opt cli_opts[] = {
-    OPT("tombstones", tombstones),
-    OPT("skip_bad", skip_bad),
-    OPT("verify", verify),
-    OPT("mt", mt),
-    OPT("keep_retired", keep_retired),
-    {"sep=%s", offsetof(struct cli, sep), 0},
-    {"workers=%u", offsetof(struct cli, workers), 0},
-    {"queue=%u", offsetof(struct cli, queue), 0},
-    {"history=%u", offsetof(struct cli, history), 0},
-    {"timeout=%lf", offsetof(struct cli, timeout), 0},
-    {"retire_after=%lf", offsetof(struct cli, retire_after), 0},
-    FUSE_OPT_END,
-};
-
-static int cli_proc(void *data, const char *arg, int key,
-                    struct fuse_args *outargs)
-{
-	(void)outargs;
-	struct cli *c = data;
-	if (key == FUSE_OPT_KEY_NONOPT && !c->segdir) {
-		c->segdir = strdup(arg);
-		return 0; /* the first non-option is SEGDIR */
-	}
-	return 1;
-}
-
-static void usage(const char *prog)
-{
-	printf("Usage: %s [options] SEGDIR MOUNTPOINT\n\n"
-	       "Mounts the segment directory SEGDIR (its catalog of live\n"
-	       "segments) read-only at MOUNTPOINT: segments/NAME/KEY for each\n"
-	       "segment, view/KEY for the newest binding of every key,\n"
-	       "control/ to merge (echo 'merge all' > control/merge).\n"
-	       "docs/USAGE.md has the whole story.\n\n"
-	       "segfs options:\n"
-	       "    -o tombstones      show tombstones in segments/ as empty\n"
-	       "                       files (xattr user.segfs.tombstone)\n"
-	       "    -o sep=C           keys containing the byte C (e.g. /)\n"
-	       "                       show as nested directories\n"
-	       "    -o skip_bad        leave out segments that fail their\n"
-	       "                       checks instead of refusing to mount\n"
-	       "    -o verify          check every segment fully (CRC and\n"
-	       "                       every record) before mounting\n"
-	       "    -o mt              serve requests on several threads\n"
-	       "                       (default: one thread, faster here)\n"
-	       "    -o timeout=SECS    kernel cache timeout for entries and\n"
-	       "                       attributes (default one year)\n"
-	       "    -o workers=N       merge jobs run at once (default 2)\n"
-	       "    -o queue=N         jobs that may wait (default 16)\n"
-	       "    -o history=N       ended jobs control/status keeps\n"
-	       "                       (default 1024)\n"
-	       "    -o keep_retired    keep the files of merged-away\n"
-	       "                       segments (default: delete each once\n"
-	       "                       its last reader is gone)\n"
-	       "    -o retire_after=SECS  close a merged-away segment that\n"
-	       "                       open files still hold this long after\n"
-	       "                       the merge (default 60): they then fail\n"
-	       "                       with ESTALE, and its space is freed\n\n",
-	       prog);
-}
-
-/*
- * Is the directory path (absolute, without symbolic links) mountpoint
- * itself or below it? Mounted there, segfs would hide SEGDIR from
- * everyone, itself included: its next look at SEGDIR (the catalog's
- * watch, a reload, a merge) would be a request to itself, which it would
- * wait for forever. A mount point that cannot be resolved is left to
- * fuse_session_mount to refuse.
- */
-static bool covers(const char *mountpoint, const char *path)
-{
-	char *m = realpath(mountpoint, NULL);
-	if (!m)
-		return false;
-	size_t n = strlen(m);
-	bool below = strncmp(m, path, n) == 0 &&
-	             (path[n] == '\0' || path[n] == '/' || m[n - 1] == '/');
-	free(m);
-	return below;
-}
+/* ---- main ----------------------------------------------------------------- */
 
 int main(int argc, char *argv[])
 {
-	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct cli cli = {.timeout = S.timeout,
-	                  .retire_after = S.retire_after,
-	                  .workers = 2,
-	                  .queue = 16,
-	                  .history = 1024};
-	struct fuse_cmdline_opts opts;
-	int ret = 1;
-
-	if (fuse_opt_parse(&args, &cli, cli_opts, cli_proc) != 0)
-		return 2;
-	if (cli.sep) {
-		if (strlen(cli.sep) != 1) {
-			fprintf(stderr, "segfs: -o sep= takes one byte, not "
-			                "\"%s\"\n",
-			        cli.sep);
-			fuse_opt_free_args(&args);
-			free(cli.segdir);
-			free(cli.sep);
-			return 2;
-		}
-		S.sep = (unsigned char)cli.sep[0];
+	struct cmdline cl;
+	int ret = cmdline_parse(argc, argv, &cl);
+	if (ret >= 0) {
+		cmdline_free(&cl);
+		return ret;
 	}
-	if (fuse_parse_cmdline(&args, &opts) != 0) {
-		fuse_opt_free_args(&args);
-		free(cli.segdir);
-		free(cli.sep);
-		return 2;
+	ret = EXIT_MOUNT_FAILED;
+	/* read-only files and directories, checked by the kernel */
+	fuse_opt_add_arg(&cl.args, "-odefault_permissions");
+	/* the options libfuse takes are checked here, before SEGDIR and
+	 * the mount point are looked at: a usage error is exit 2 */
+	struct fuse_session *se =
+	    fuse_session_new(&cl.args, &segfs_ops, sizeof segfs_ops, NULL);
+	if (!se) {
+		cmdline_free(&cl);
+		return EXIT_USAGE; /* libfuse said why */
 	}
-	if (opts.show_help) {
-		usage(argv[0]);
-		fuse_cmdline_help();
-		fuse_lowlevel_help();
-		ret = 0;
-		goto out_args;
+	if (cl.segdir_errno) {
+		fprintf(stderr, "segfs: %s: %s\n", cl.segdir,
+		        strerror(cl.segdir_errno));
+		goto out_session;
 	}
-	if (opts.show_version) {
-		printf("segfs %s\n", SEGFS_VERSION);
-		fuse_lowlevel_version();
-		ret = 0;
-		goto out_args;
+	int mrc = mountpoint_check(cl.mountpoint, cl.segdir);
+	if (mrc) {
+		ret = mrc;
+		goto out_session;
 	}
-	if (!cli.segdir || !opts.mountpoint) {
-		fprintf(stderr,
-		        "segfs: usage: %s [options] SEGDIR MOUNTPOINT "
-		        "(--help for more)\n",
-		        argv[0]);
-		ret = 2;
-		goto out_args;
-	}
-	if (!(cli.timeout >= 0 && cli.timeout <= 1e9) ||
-	    !(cli.retire_after >= 0 && cli.retire_after <= 1e9)) {
-		fprintf(stderr, "segfs: -o timeout= and -o retire_after= must "
-		                "be 0..1e9 seconds\n");
-		ret = 2;
-		goto out_args;
-	}
-	if (cli.workers < 1 || cli.workers > 64 || cli.queue < 1 ||
-	    cli.queue > 100000 || cli.history < 1 || cli.history > 1000000) {
-		fprintf(stderr, "segfs: -o workers= takes 1..64, -o queue= "
-		                "1..100000 and -o history= 1..1000000\n");
-		ret = 2;
-		goto out_args;
-	}
-	/* absolute: fuse_daemonize changes to / */
-	char *abs = realpath(cli.segdir, NULL);
-	if (!abs) {
-		fprintf(stderr, "segfs: %s: %s\n", cli.segdir, strerror(errno));
-		goto out_args;
-	}
-	free(cli.segdir);
-	cli.segdir = abs;
-	if (covers(opts.mountpoint, abs)) {
-		fprintf(stderr,
-		        "segfs: the mount point %s would hide %s, which it "
-		        "shows: mount it elsewhere\n",
-		        opts.mountpoint, abs);
-		ret = 2;
-		goto out_args;
-	}
-	S.segdir = cli.segdir;
-	S.tombstones = cli.tombstones;
-	S.skip_bad = cli.skip_bad;
-	S.verify = cli.verify;
-	S.keep_retired = cli.keep_retired;
-	S.timeout = cli.timeout;
-	S.retire_after = cli.retire_after;
-	S.workers = cli.workers;
-	S.queue = cli.queue;
-	S.history = cli.history;
 	/* before the first segment is opened: see guard.h */
 	if (guard_install() != 0) {
 		fprintf(stderr, "segfs: sigaction: %s\n", strerror(errno));
-		goto out_args;
+		goto out_session;
 	}
 	state_load(); /* exits with a message when a segment is bad */
 
-	/* read-only files and directories, checked by the kernel */
-	fuse_opt_add_arg(&args, "-odefault_permissions");
-	struct fuse_session *se =
-	    fuse_session_new(&args, &segfs_ops, sizeof segfs_ops, NULL);
-	if (!se)
-		goto out_unload;
 	if (fuse_set_signal_handlers(se) != 0)
-		goto out_session;
-	if (fuse_session_mount(se, opts.mountpoint) != 0)
+		goto out_unload;
+	if (fuse_session_mount(se, cl.mountpoint) != 0)
 		goto out_signals;
-	fuse_daemonize(opts.foreground);
+	fuse_daemonize(cl.opts.foreground);
 	/* threads after the fork of fuse_daemonize */
 	S.se = se;
 	int e = retire_start();
@@ -1902,12 +1739,12 @@ int main(int argc, char *argv[])
 	}
 	/* The loops return the number of the signal that ended them (a
 	 * clean unmount) or a negative errno. */
-	if (!cli.mt || opts.singlethread) {
+	if (!cl.mt || cl.opts.singlethread) {
 		ret = fuse_session_loop(se);
 	} else {
 		struct fuse_loop_config *cfg = fuse_loop_cfg_create();
-		fuse_loop_cfg_set_clone_fd(cfg, (unsigned)opts.clone_fd);
-		fuse_loop_cfg_set_max_threads(cfg, opts.max_threads);
+		fuse_loop_cfg_set_clone_fd(cfg, (unsigned)cl.opts.clone_fd);
+		fuse_loop_cfg_set_max_threads(cfg, cl.opts.max_threads);
 		ret = fuse_session_loop_mt(se, cfg);
 		fuse_loop_cfg_destroy(cfg);
 	}
@@ -1922,14 +1759,10 @@ out_threads:
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);
-out_session:
-	fuse_session_destroy(se);
 out_unload:
 	state_unload();
-out_args:
-	free(opts.mountpoint);
-	free(cli.segdir);
-	free(cli.sep);
-	fuse_opt_free_args(&args);
+out_session:
+	fuse_session_destroy(se);
+	cmdline_free(&cl);
 	return ret;
 }

@@ -3,14 +3,17 @@
  * slots and catalog snapshots), the inode numbering, and the control
  * files' entry points.
  *
- * state.c    slots, snapshots, the catalog (load, reload, publication
+ * state.c    slots, snapshots, the catalog (reload, publication
  *            callbacks), per-thread cursors, the directories -o sep
  *            makes, the catalog watcher
+ * segdir.c   opening SEGDIR at mount: its catalog, whether segfs may
+ *            write there, leftovers of a killed segfs
  * retire.c   what gives merged-away segments' space back: dropping the
  *            kernel's entries of them, closing those held too long
  * control.c  control/merge requests, the job queue and its workers,
  *            control/status and control/wait
  * segfs.c    the FUSE operations and main()
+ * cmdline.c  the command line; mountpoint.c the mount point's checks
  *
  * Lifetimes. A slot is one opened segment file; slot numbers are never
  * reused during a mount. A snapshot is one catalog generation: its live
@@ -144,6 +147,10 @@ struct segfs_state {
 	/* options */
 	char *segdir;
 	bool tombstones, skip_bad, verify, keep_retired;
+	bool read_only;     /* -o ro */
+	const char *ro_why; /* why segfs writes nothing in SEGDIR (-o ro, an
+	                     * unwritable SEGDIR, bad segments skipped in a
+	                     * directory without a catalog), or NULL */
 	double retire_after; /* a retired slot is closed this long after */
 	int sep; /* -1: flat directories */
 	double timeout;
@@ -194,8 +201,17 @@ void snap_unref(snap *s, uint64_t n);
 /* The current snapshot with a reference the caller drops (no lock). */
 snap *snap_current(void);
 
-/* Mount: opens the catalog and every live segment (exits on error). */
+/* Mount: opens the catalog and every live segment (exits on error;
+ * segdir.c). */
 void state_load(void);
+/*
+ * Builds the snapshot of S.cat's generation: its segments are the live
+ * slots of cur (NULL at mount) with the same name and header CRC, or new
+ * slots. With skip_bad, a segment that fails is left out (and named);
+ * otherwise the build fails. On success *out is registered, with one
+ * reference.
+ */
+int snap_build(const snap *cur, snap **out, kvs_error *err);
 void state_unload(void);
 /*
  * Reads the newest catalog generation and makes it current (opening new

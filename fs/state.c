@@ -262,10 +262,14 @@ static int slot_open(size_t i, slot **out, kvs_error *err)
 	return 0;
 }
 
+/* control/catalog's text: the generation, the live segments, then one
+ * "# skipped NAME: WHY" line per bad segment that -o skip_bad left out. */
 static char *catalog_text(const kvs_catalog *cat, const uint32_t *live,
-                          size_t n, size_t *len)
+                          size_t n, const kvs_catalog_skip *skips,
+                          size_t nskips, size_t *len)
 {
-	size_t cap = 256 + n * (KVS_CATALOG_MAX_NAME + 160);
+	size_t cap = 256 + n * (KVS_CATALOG_MAX_NAME + 160) +
+	             nskips * (KVS_CATALOG_MAX_NAME + sizeof skips->why + 16);
 	char *t = malloc(cap);
 	if (!t)
 		return NULL;
@@ -285,6 +289,9 @@ static char *catalog_text(const kvs_catalog *cat, const uint32_t *live,
 		    s->info.restart_interval, s->info.records,
 		    s->info.tombstones, s->info.file_bytes);
 	}
+	for (size_t i = 0; i < nskips; i++)
+		l += (size_t)snprintf(t + l, cap - l, "# skipped %s: %s\n",
+		                      skips[i].name, skips[i].why);
 	*len = l;
 	return t;
 }
@@ -312,23 +319,36 @@ static slot *slot_named(const uint32_t *ids, size_t n, const char *name)
 	return NULL;
 }
 
-/*
- * Builds the snapshot of S.cat's generation: its segments are the live
- * slots of cur with the same name and header CRC, or new slots. With
- * skip_bad, a segment that fails is left out (and named); otherwise the
- * build fails. On success *out is registered, with one reference.
- */
-static int snap_build(const snap *cur, snap **out, kvs_error *err)
+/* Notes entry name as skipped: why is its error without "SEGDIR/NAME: ". */
+static void note_skip(kvs_catalog_skip *k, const char *name, const char *why)
+{
+	char path[PATH_MAX];
+	segdir_path(path, name, NULL);
+	size_t n = strlen(path);
+	if (!strncmp(why, path, n) && why[n] == ':' && why[n + 1] == ' ')
+		why += n + 2;
+	snprintf(k->name, sizeof k->name, "%s", name);
+	snprintf(k->why, sizeof k->why, "%s", why);
+}
+
+/* segfs.h */
+int snap_build(const snap *cur, snap **out, kvs_error *err)
 {
 	size_t n = kvs_catalog_count(S.cat);
 	snap *sn = calloc(1, sizeof *sn);
 	slot **fresh = calloc(n ? n : 1, sizeof *fresh);
 	uint32_t *live = calloc(n ? n : 1, sizeof *live);
-	if (!sn || !fresh || !live) {
-		free(sn), free(fresh), free(live);
+	/* the bad segments left out: the core's (a directory without a
+	 * catalog), then those of the catalog that fail here */
+	size_t nskips = kvs_catalog_skipped_count(S.cat);
+	kvs_catalog_skip *skips = calloc(n + nskips + 1, sizeof *skips);
+	if (!sn || !fresh || !live || !skips) {
+		free(sn), free(fresh), free(live), free(skips);
 		kvs_error_set(err, KVS_E_NOMEM, "out of memory");
 		return ENOMEM;
 	}
+	for (size_t k = 0; k < nskips; k++)
+		skips[k] = *kvs_catalog_skipped_at(S.cat, k);
 	size_t nlive = 0;
 	int rc = 0;
 	/* cur's slots by name, so that finding what is reused stays
@@ -354,6 +374,7 @@ static int snap_build(const snap *cur, snap **out, kvs_error *err)
 		if (rc && S.skip_bad) {
 			fprintf(stderr, "segfs: skipping bad segment: %s\n",
 			        oerr.message);
+			note_skip(&skips[nskips++], e->name, oerr.message);
 			rc = 0;
 			continue;
 		}
@@ -397,7 +418,8 @@ static int snap_build(const snap *cur, snap **out, kvs_error *err)
 		for (size_t k = 0; k < nlive; k++)
 			sn->read &= slot_read(slot_get(live[k]));
 		sn->generation = kvs_catalog_generation(S.cat);
-		sn->catalog = catalog_text(S.cat, live, nlive, &sn->catalog_len);
+		sn->catalog = catalog_text(S.cat, live, nlive, skips, nskips,
+		                           &sn->catalog_len);
 		uint64_t id = sn->catalog ? tab_add(&snaps, sn) : UINT64_MAX;
 		if (id == UINT64_MAX) {
 			rc = ENOMEM;
@@ -419,6 +441,7 @@ static int snap_build(const snap *cur, snap **out, kvs_error *err)
 		}
 	free(fresh);
 	free(by_name);
+	free(skips);
 	if (rc) {
 		free(live);
 		free(sn);
@@ -426,104 +449,6 @@ static int snap_build(const snap *cur, snap **out, kvs_error *err)
 	}
 	*out = sn;
 	return 0;
-}
-
-/* Removes what a killed segfs left (control.c): .NAME.retired, a link to
- * an input being retired; NAME itself goes too when the catalog does not
- * name it and it is the same file as the mark. (A killed merge's output
- * the catalog's recovery removes: kvs_catalog_open.) */
-static void remove_leftovers(void)
-{
-	DIR *d = opendir(S.segdir);
-	if (!d)
-		return;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		size_t len = strlen(de->d_name);
-		if (de->d_name[0] != '.' || len <= 9 ||
-		    strcmp(de->d_name + len - 8, ".retired") != 0)
-			continue;
-		char name[KVS_CATALOG_MAX_NAME + 1];
-		size_t nlen = len - 9;
-		if (nlen == 0 || nlen > KVS_CATALOG_MAX_NAME)
-			continue;
-		memcpy(name, de->d_name + 1, nlen);
-		name[nlen] = '\0';
-		bool live = kvs_catalog_find(S.cat, name) >= 0;
-		char mark[PATH_MAX], orig[PATH_MAX];
-		segdir_path(mark, de->d_name, NULL);
-		segdir_path(orig, name, NULL);
-		/* orig goes only when it is the marked file: another
-		 * process's file of that name stays */
-		struct stat a, b;
-		if (!live && lstat(orig, &b) == 0 && lstat(mark, &a) == 0 &&
-		    a.st_ino == b.st_ino && a.st_dev == b.st_dev)
-			unlink(orig);
-		unlink(mark);
-	}
-	closedir(d);
-}
-
-/*
- * Another segfs mounted on SEGDIR may be retiring segments: its marks are
- * not leftovers. Each segfs holds a shared flock on SEGDIR/.segfs.lock
- * while it runs, and only one that finds itself alone (gets the exclusive
- * lock) removes leftovers. The descriptor stays open: the lock goes with the
- * process.
- */
-static void recover_marks(void)
-{
-	if (kvs_catalog_read_only(S.cat))
-		return; /* nothing can be removed, nor can a merge run */
-	char lock[PATH_MAX];
-	segdir_path(lock, "segfs", "lock");
-	/* O_NOFOLLOW: not a file elsewhere through a symbolic link */
-	int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (fd < 0) {
-		struct stat sb;
-		bool link = errno == ELOOP && lstat(lock, &sb) == 0 &&
-		            S_ISLNK(sb.st_mode);
-		fprintf(stderr,
-		        "segfs: %s: %s (what a merge killed earlier "
-		        "left is not removed)\n",
-		        lock,
-		        link ? "a symbolic link, not a lock file (remove it)"
-		             : strerror(errno));
-		return;
-	}
-	bool alone = flock(fd, LOCK_EX | LOCK_NB) == 0;
-	if (alone)
-		remove_leftovers();
-	while (flock(fd, LOCK_SH) < 0 && errno == EINTR)
-		;
-}
-
-void state_load(void)
-{
-	kvs_error err;
-	if (kvs_catalog_open_flags(&S.cat, S.segdir,
-	                           KVS_CATALOG_NO_CHECK |
-	                               KVS_CATALOG_MAY_READ_ONLY,
-	                           &err) != KVS_OK) {
-		fprintf(stderr, "segfs: %s\n", err.message);
-		exit(1);
-	}
-	if (kvs_catalog_read_only(S.cat))
-		fprintf(stderr,
-		        "segfs: %s cannot be written: shown as it is, "
-		        "and control/merge refuses requests\n",
-		        S.segdir);
-	if (stat(S.segdir, &S.dir_st) < 0) {
-		fprintf(stderr, "segfs: %s: %s\n", S.segdir, strerror(errno));
-		exit(1);
-	}
-	recover_marks();
-	snap *sn;
-	if (snap_build(NULL, &sn, &err) != 0) {
-		fprintf(stderr, "segfs: %s\n", err.message);
-		exit(1);
-	}
-	atomic_store(&S.current, sn);
 }
 
 static void free_slot(void *p)

@@ -141,6 +141,30 @@ static bool exists(const char *dir, const char *name)
 	return lstat(p, &sb) == 0;
 }
 
+/* The names in dir (dot files too) with their sizes and mtimes, sorted,
+ * one a line, into out. */
+static void dir_listing(const char *dir, char *out, size_t cap)
+{
+	struct dirent **list;
+	int n = scandir(dir, &list, NULL, alphasort);
+	size_t len = 0;
+	out[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		char p[PATH_MAX];
+		struct stat sb = {0};
+		path_join(p, dir, list[i]->d_name);
+		(void)lstat(p, &sb);
+		if (len < cap)
+			len += (size_t)snprintf(
+			    out + len, cap - len, "%s %lld %lld.%09ld\n",
+			    list[i]->d_name, (long long)sb.st_size,
+			    (long long)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
+		free(list[i]);
+	}
+	if (n >= 0)
+		free(list);
+}
+
 /* What open() must remove: a leading '.' and ".tmp-" or ".pub-" (writers'
  * temporaries) or ".replaced" (marks of replace()'s inputs). */
 static unsigned count_temporaries(const char *dir, char *first, size_t cap)
@@ -513,6 +537,158 @@ static void test_scan_without_catalog(void **state)
 	kvs_catalog_close(c);
 	c = open_ok(dir, "reopen");
 	expect_catalog(c, 1, want, 4, "reopen");
+	kvs_catalog_close(c);
+}
+
+/* Opens dir with flags, which must fail with want (naming name) and leave
+ * the directory's listing as it was. */
+static void expect_first_refused(const char *dir, unsigned flags,
+                                 kvs_status want, const char *name,
+                                 const char *when)
+{
+	char before[4096], after[4096];
+	dir_listing(dir, before, sizeof before);
+	kvs_catalog *c = NULL;
+	kvs_error err = {0};
+	kvs_status st = kvs_catalog_open_flags(&c, dir, flags, &err);
+	EXPECT_ERR(st, err, "%s: open must fail", when);
+	EXPECT_ST(st, want, "%s: %s", when, err.message);
+	expect_mentions(&err, name, when);
+	CHECK(c == NULL, "%s: no handle", when);
+	dir_listing(dir, after, sizeof after);
+	CHECK(strcmp(before, after) == 0,
+	      "%s: nothing was created (before:\n%safter:\n%s)", when, before,
+	      after);
+}
+
+/*
+ * The first catalog of a directory (FORMAT.md §10.4): a file that begins
+ * with the segment magic but fails its checks stops it, before anything is
+ * created, unless KVS_CATALOG_SKIP_BAD (then the rest is read in memory
+ * and nothing is written); under KVS_CATALOG_ONLY_SEGMENTS anything that
+ * is not a segment or the directory's own stops it too.
+ */
+static void test_first_catalog_rule(void **state)
+{
+	(void)state;
+	g_seq = "the first catalog of a directory";
+	char dir[PATH_MAX], p[PATH_MAX];
+	make_subdir(dir, "first");
+	write_segment(dir, "good", 1);
+	write_segment(dir, "whole", 2);
+	/* a segment cut short: its first 200 bytes */
+	char whole[PATH_MAX];
+	path_join(whole, dir, "whole");
+	size_t len;
+	uint8_t *d = slurp(whole, &len);
+	path_join(p, dir, "cut");
+	spill(p, d, 200);
+	free(d);
+	expect_first_refused(dir, 0, KVS_E_CORRUPT, "cut",
+	                     "a segment cut short");
+	expect_first_refused(dir, KVS_CATALOG_MAY_READ_ONLY, KVS_E_CORRUPT,
+	                     "cut", "a segment cut short, MAY_READ_ONLY");
+	expect_first_refused(dir, KVS_CATALOG_ONLY_SEGMENTS, KVS_E_CORRUPT,
+	                     "cut", "a segment cut short, ONLY_SEGMENTS");
+
+	/* skipped: read in memory, nothing written, add refused */
+	char before[4096], after[4096];
+	dir_listing(dir, before, sizeof before);
+	kvs_catalog *c = NULL;
+	kvs_error err = {0};
+	kvs_status st = kvs_catalog_open_flags(
+	    &c, dir, KVS_CATALOG_SKIP_BAD | KVS_CATALOG_ONLY_SEGMENTS, &err);
+	EXPECT_OK(st, err, "open with KVS_CATALOG_SKIP_BAD");
+	const char *two[] = {"good", "whole"};
+	expect_entries(c, 1, two, 2, "the rest, in memory");
+	CHECK(kvs_catalog_read_only(c), "a skipping open reads only");
+	EXPECT_U64(kvs_catalog_skipped_count(c), 1, "skipped");
+	const kvs_catalog_skip *sk = kvs_catalog_skipped_at(c, 0);
+	CHECK(sk && strcmp(sk->name, "cut") == 0 &&
+	          strstr(sk->why, "200 bytes") && !strstr(sk->why, dir),
+	      "the skipped file and why, without its path: %s: %s",
+	      sk ? sk->name : "-", sk ? sk->why : "-");
+	CHECK(kvs_catalog_skipped_at(c, 1) == NULL, "one skipped");
+	memset(&err, 0, sizeof err);
+	st = kvs_catalog_add(c, "whole", &err);
+	EXPECT_ST(st, KVS_E_INVAL, "add to a skipping open: %s", err.message);
+	EXPECT_OK(kvs_catalog_reload(c, &err), err, "reload without a catalog");
+	expect_entries(c, 1, two, 2, "the reload keeps the scan");
+	dir_listing(dir, after, sizeof after);
+	CHECK(strcmp(before, after) == 0, "skipping wrote nothing:\n%s%s",
+	      before, after);
+	kvs_catalog_close(c);
+
+	/* other files: left alone by a plain open, refused under
+	 * ONLY_SEGMENTS (the first by name named) */
+	assert_int_equal(unlink(p), 0);
+	path_join(p, dir, "notes.txt");
+	spill(p, "not a segment\n", 14);
+	path_join(p, dir, "empty");
+	spill(p, "", 0);
+	path_join(p, dir, ".hidden"); /* the directory's own: not looked at */
+	spill(p, "x", 1);
+	expect_first_refused(dir, KVS_CATALOG_ONLY_SEGMENTS, KVS_E_INVAL,
+	                     "empty", "ONLY_SEGMENTS with other files");
+	expect_first_refused(dir,
+	                     KVS_CATALOG_ONLY_SEGMENTS | KVS_CATALOG_SKIP_BAD,
+	                     KVS_E_INVAL, "empty",
+	                     "other files are not skipped");
+	path_join(p, dir, "empty");
+	assert_int_equal(unlink(p), 0);
+	expect_first_refused(dir, KVS_CATALOG_ONLY_SEGMENTS, KVS_E_INVAL,
+	                     "notes.txt", "ONLY_SEGMENTS with a text file");
+	path_join(p, dir, "notes.txt");
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(mkdir(p, 0700), 0);
+	expect_first_refused(dir, KVS_CATALOG_ONLY_SEGMENTS, KVS_E_INVAL,
+	                     "a directory", "ONLY_SEGMENTS with a directory");
+	assert_int_equal(rmdir(p), 0);
+	assert_int_equal(symlink("good", p), 0);
+	expect_first_refused(dir, KVS_CATALOG_ONLY_SEGMENTS, KVS_E_INVAL,
+	                     "a symbolic link", "ONLY_SEGMENTS with a link");
+	assert_int_equal(unlink(p), 0);
+
+	/* KVS_CATALOG_READ_ONLY on a writable directory: the scan, nothing
+	 * written */
+	dir_listing(dir, before, sizeof before);
+	st = kvs_catalog_open_flags(&c, dir, KVS_CATALOG_READ_ONLY, &err);
+	EXPECT_OK(st, err, "open with KVS_CATALOG_READ_ONLY");
+	expect_entries(c, 1, two, 2, "read-only scan");
+	CHECK(kvs_catalog_read_only(c), "read-only");
+	EXPECT_U64(kvs_catalog_skipped_count(c), 0, "nothing skipped");
+	const char *in[] = {"good"};
+	st = kvs_catalog_replace(c, 1, in, 1, NULL, false, &err);
+	EXPECT_ST(st, KVS_E_INVAL, "replace on a read-only open: %s",
+	          err.message);
+	kvs_catalog_close(c);
+	dir_listing(dir, after, sizeof after);
+	CHECK(strcmp(before, after) == 0, "READ_ONLY wrote nothing:\n%s%s",
+	      before, after);
+
+	/* only segments and the directory's own: a catalog is made */
+	c = NULL;
+	st = kvs_catalog_open_flags(&c, dir, KVS_CATALOG_ONLY_SEGMENTS, &err);
+	EXPECT_OK(st, err, "ONLY_SEGMENTS of segments");
+	expect_catalog(c, 1, two, 2, "ONLY_SEGMENTS of segments");
+	CHECK(!kvs_catalog_read_only(c), "writable");
+	kvs_catalog_close(c);
+	/* with a catalog, READ_ONLY reads it and writes nothing */
+	dir_listing(dir, before, sizeof before);
+	st = kvs_catalog_open_flags(&c, dir, KVS_CATALOG_READ_ONLY, &err);
+	EXPECT_OK(st, err, "READ_ONLY with a catalog");
+	expect_entries(c, 1, two, 2, "READ_ONLY with a catalog");
+	EXPECT_OK(kvs_catalog_reload(c, &err), err, "read-only reload");
+	kvs_catalog_close(c);
+	dir_listing(dir, after, sizeof after);
+	CHECK(strcmp(before, after) == 0, "nothing written:\n%s%s", before,
+	      after);
+
+	/* an empty directory: the empty catalog, under ONLY_SEGMENTS too */
+	make_subdir(dir, "first-empty");
+	st = kvs_catalog_open_flags(&c, dir, KVS_CATALOG_ONLY_SEGMENTS, &err);
+	EXPECT_OK(st, err, "an empty directory");
+	expect_catalog(c, 1, NULL, 0, "an empty directory");
 	kvs_catalog_close(c);
 }
 
@@ -2510,6 +2686,7 @@ int main(int argc, char **argv)
 	    TEST(test_empty_dir),
 	    TEST(test_file_mode),
 	    TEST(test_scan_without_catalog),
+	    TEST(test_first_catalog_rule),
 	    TEST(test_add),
 	    TEST(test_add_sequence),
 	    TEST(test_replace),

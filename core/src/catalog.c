@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "kvseg/catalog.h"
+#include "catalog_scan.h"
 #include "kvseg/crc32c.h"
 #include "kvseg/bits.h"
 #include "kvseg/segment.h"
@@ -37,7 +38,6 @@
 
 #define CAT_MAGIC      "\x89KVCAT\r\n"
 #define CAT_VERSION    1
-#define CAT_LOCK_FILE  KVS_CATALOG_FILE ".lock"
 #define CAT_TMP_PREFIX "." KVS_CATALOG_FILE ".tmp-"
 #define CAT_REPLACED ".replaced" /* see replaced_mark */
 
@@ -71,7 +71,11 @@ struct kvs_catalog {
 	unsigned flags; /* kvs_catalog_open_flags's */
 	cat_state cur;
 	bool read_only; /* opened without writing (KVS_CATALOG_MAY_READ_ONLY) */
+	bool ro_chosen; /* ... because the caller asked (KVS_CATALOG_READ_ONLY)
+	                 * or bad segments were skipped: never writes */
 	bool scanned;   /* read_only, and cur is a scan: there is no CATALOG */
+	kvs_catalog_skip *skipped; /* the bad segments a scan left out */
+	size_t nskipped;
 };
 
 static void state_free(cat_state *s)
@@ -179,7 +183,9 @@ static bool cannot_write(int e)
  * existing lock file read-only and takes a shared lock on it, or takes no
  * lock where there is none (a catalog is replaced by a rename, so a read
  * sees a whole one), and *read_only is set. Without read_only, or where
- * the directory can be written, *read_only stays false.
+ * the directory can be written, *read_only stays false. A *read_only
+ * already true on entry asks for the reader's way wherever the directory
+ * can be written: nothing is created.
  */
 static kvs_status lock_dir(const char *dir, int op, int *fd, bool *read_only,
                            kvs_error *err)
@@ -191,8 +197,9 @@ static kvs_status lock_dir(const char *dir, int op, int *fd, bool *read_only,
 	/* the directory first: a lock file that this process may write
 	 * does not make the directory writable */
 	bool cannot = read_only &&
-	              faccessat(AT_FDCWD, dir, W_OK, AT_EACCESS) < 0 &&
-	              cannot_write(errno);
+	              (*read_only ||
+	               (faccessat(AT_FDCWD, dir, W_OK, AT_EACCESS) < 0 &&
+	                cannot_write(errno)));
 	/* O_NOFOLLOW: a symbolic link in the lock file's place must not
 	 * make this process create or open a file elsewhere */
 	*fd = cannot
@@ -875,76 +882,51 @@ static kvs_status remove_leftovers(const char *dir, const cat_state *live,
 	return sweep_dir(&w, remove_leftover, err);
 }
 
-static int cmp_entry_age(const void *a, const void *b)
+/*
+ * Makes c's first catalog from the files of its directory (catalog_scan.c),
+ * under the directory's lock, and publishes it unless c reads only. Bad
+ * segments that the flags let be skipped make c read-only: the catalog
+ * stays in memory (c->scanned), as written it would drop them for good.
+ */
+static kvs_status first_catalog(kvs_catalog *c, kvs_error *err)
 {
-	const kvs_catalog_entry *x = a, *y = b;
-	if (x->sequence != y->sequence)
-		return x->sequence < y->sequence ? -1 : 1;
-	return strcmp(x->name, y->name);
+	cat_scan sc;
+	kvs_status st = cat_scan_dir(c->dir, !c->read_only, &sc, err);
+	if (st == KVS_OK)
+		st = cat_scan_admit(c->dir, &sc, c->flags, err);
+	if (st != KVS_OK) {
+		cat_scan_free(&sc);
+		return st;
+	}
+	if (sc.nbad)
+		c->read_only = c->ro_chosen = true;
+	state_free(&c->cur);
+	c->cur = (cat_state){1, sc.count, sc.segments};
+	c->skipped = sc.bad;
+	c->nskipped = sc.nbad;
+	c->scanned = c->read_only;
+	return c->read_only ? KVS_OK : publish(c->dir, &c->cur, err);
 }
 
-/* The first catalog of a directory: every file that opens as a segment,
- * oldest (smallest sequence) first, then by name. */
-static kvs_status scan_segments(const char *dir, cat_state *out, kvs_error *err)
+/*
+ * Before the lock file is created: may a catalog be made here at all, and
+ * must this open read only (bad segments skipped)? Only where there is no
+ * CATALOG; the scan is made again under the lock (first_catalog).
+ */
+static kvs_status precheck(kvs_catalog *c, kvs_error *err)
 {
-	DIR *dp = opendir(dir);
-	if (!dp)
-		return kvs_error_set(err, KVS_E_IO, "%s: %s", dir,
-		                     strerror(errno));
-	cat_state s = {1, 0, NULL};
-	size_t cap = 0;
-	kvs_status st = KVS_OK;
-	struct dirent *de;
-	while ((errno = 0, de = readdir(dp)) != NULL) {
-		const char *name = de->d_name;
-		struct stat sb;
-		if (!name_ok(name, strlen(name)) ||
-		    fstatat(dirfd(dp), name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    !S_ISREG(sb.st_mode))
-			continue;
-		char path[PATH_MAX];
-		kvs_segment *seg;
-		if (path_in(path, dir, name, NULL) != KVS_OK ||
-		    kvs_segment_open(&seg, path, NULL) != KVS_OK)
-			continue; /* not a segment: not ours to name */
-		kvs_segment_unref(seg);
-		if (s.count == KVS_CATALOG_MAX_SEGMENTS) {
-			st = kvs_error_set(err, KVS_E_RANGE,
-			                   "%s: more than %d segment files",
-			                   dir, KVS_CATALOG_MAX_SEGMENTS);
-			goto fail;
-		}
-		if (s.count == cap) {
-			size_t n = cap ? 2 * cap : 16;
-			kvs_catalog_entry *p =
-			    realloc(s.entries, n * sizeof *p);
-			if (!p) {
-				st = kvs_error_set(err, KVS_E_NOMEM,
-				                   "%s: out of memory", dir);
-				goto fail;
-			}
-			s.entries = p;
-			cap = n;
-		}
-		st = probe_segment(dir, name, &s.entries[s.count], true,
-		                   KVS_E_CORRUPT, err);
-		if (st != KVS_OK)
-			goto fail;
-		s.count++;
-	}
-	if (errno) {
-		st = kvs_error_set(err, KVS_E_IO, "%s: readdir: %s", dir,
-		                   strerror(errno));
-		goto fail;
-	}
-	closedir(dp);
-	if (s.count)
-		qsort(s.entries, s.count, sizeof *s.entries, cmp_entry_age);
-	*out = s;
-	return KVS_OK;
-fail:
-	closedir(dp);
-	state_free(&s);
+	char path[PATH_MAX];
+	struct stat sb;
+	if (path_in(path, c->dir, KVS_CATALOG_FILE, NULL) != KVS_OK ||
+	    lstat(path, &sb) == 0 || errno != ENOENT)
+		return KVS_OK; /* the open says what is wrong */
+	cat_scan sc;
+	if (cat_scan_dir(c->dir, false, &sc, NULL) != KVS_OK)
+		return KVS_OK; /* idem */
+	kvs_status st = cat_scan_admit(c->dir, &sc, c->flags, err);
+	if (st == KVS_OK && sc.nbad)
+		c->read_only = c->ro_chosen = true;
+	cat_scan_free(&sc);
 	return st;
 }
 
@@ -969,11 +951,16 @@ kvs_status kvs_catalog_open_flags(kvs_catalog **out, const char *dir,
 	}
 	c->dfd = -1;
 	c->flags = flags;
+	c->read_only = c->ro_chosen = flags & KVS_CATALOG_READ_ONLY;
 	int lock = -1;
-	bool exists;
-	kvs_status st = lock_dir(
-	    dir, LOCK_EX, &lock,
-	    flags & KVS_CATALOG_MAY_READ_ONLY ? &c->read_only : NULL, err);
+	bool exists = true;
+	kvs_status st = precheck(c, err);
+	if (st == KVS_OK)
+		st = lock_dir(dir, LOCK_EX, &lock,
+		              flags & KVS_CATALOG_MAY_READ_ONLY || c->read_only
+		                  ? &c->read_only
+		                  : NULL,
+		              err);
 	/* segments are opened relative to it (kvs_catalog_open_segment):
 	 * the directory opened now, wherever its path leads later */
 	if (st == KVS_OK &&
@@ -986,12 +973,8 @@ kvs_status kvs_catalog_open_flags(kvs_catalog **out, const char *dir,
 	 * reader looks at it), and a missing catalog is only scanned */
 	if (st == KVS_OK && !c->read_only)
 		st = remove_leftovers(dir, exists ? &c->cur : NULL, err);
-	if (st == KVS_OK && !exists) {
-		st = scan_segments(dir, &c->cur, err);
-		c->scanned = c->read_only;
-		if (st == KVS_OK && !c->read_only)
-			st = publish(dir, &c->cur, err);
-	}
+	if (st == KVS_OK && !exists)
+		st = first_catalog(c, err);
 	/* under the lock, so that no replace() unlinks a segment meanwhile */
 	if (st == KVS_OK && !(flags & KVS_CATALOG_NO_CHECK))
 		st = check_entries(dir, &c->cur, err);
@@ -1043,6 +1026,7 @@ void kvs_catalog_close(kvs_catalog *c)
 	if (c->dfd >= 0)
 		close(c->dfd);
 	state_free(&c->cur);
+	free(c->skipped);
 	free(c->dir);
 	free(c);
 }
@@ -1063,7 +1047,7 @@ kvs_status kvs_catalog_reload(kvs_catalog *c, kvs_error *err)
 {
 	int lock = -1;
 	cat_state s = {0, 0, NULL};
-	bool read_only = false, exists = true;
+	bool read_only = c->ro_chosen, exists = true;
 	kvs_status st = lock_dir(c->dir, LOCK_SH, &lock,
 	                         c->read_only ? &read_only : NULL, err);
 	/* a scan stands until a catalog appears */
@@ -1080,12 +1064,39 @@ kvs_status kvs_catalog_reload(kvs_catalog *c, kvs_error *err)
 	state_free(&c->cur);
 	c->cur = s;
 	c->scanned = false;
+	free(c->skipped); /* a catalog names what is live now */
+	c->skipped = NULL;
+	c->nskipped = 0;
 	return KVS_OK;
 }
 
 bool kvs_catalog_read_only(const kvs_catalog *c)
 {
 	return c->read_only;
+}
+
+size_t kvs_catalog_skipped_count(const kvs_catalog *c)
+{
+	return c->nskipped;
+}
+
+const kvs_catalog_skip *kvs_catalog_skipped_at(const kvs_catalog *c, size_t i)
+{
+	return i < c->nskipped ? &c->skipped[i] : NULL;
+}
+
+/* add and replace on a catalog opened to read only: refused before the
+ * directory is touched */
+static kvs_status check_writable(const kvs_catalog *c, kvs_error *err)
+{
+	if (!c->ro_chosen)
+		return KVS_OK;
+	return kvs_error_set(err, KVS_E_INVAL,
+	                     "%s: the catalog was opened for reading only%s",
+	                     c->dir,
+	                     c->nskipped ? " (bad segments were left out of "
+	                                   "its scan)"
+	                                 : "");
 }
 
 uint64_t kvs_catalog_generation(const kvs_catalog *c)
@@ -1176,7 +1187,9 @@ static kvs_status check_newest(const kvs_catalog *c, const cat_state *disk,
 
 kvs_status kvs_catalog_add(kvs_catalog *c, const char *name, kvs_error *err)
 {
-	kvs_status st = check_name(c->dir, name, "segment", err);
+	kvs_status st = check_writable(c, err);
+	if (st == KVS_OK)
+		st = check_name(c->dir, name, "segment", err);
 	if (st != KVS_OK)
 		return st;
 	int lock = -1;
@@ -1256,7 +1269,9 @@ kvs_status kvs_catalog_replace(kvs_catalog *c, uint64_t expected_generation,
                                const char *output, bool unlink_inputs,
                                kvs_error *err)
 {
-	kvs_status st = check_replace_args(c, inputs, n, output, err);
+	kvs_status st = check_writable(c, err);
+	if (st == KVS_OK)
+		st = check_replace_args(c, inputs, n, output, err);
 	if (st != KVS_OK)
 		return st;
 	int lock = -1;

@@ -1712,11 +1712,38 @@ def test_interrupted():
     print("  interrupted: build --memory (runs, merge), build, merge")
 
 
+def test_catalog_first():
+    """A directory without a catalog (FORMAT.md §10.4): a segment cut short
+    stops init, list and add (exit 3, naming it) before anything is
+    created; other files are left alone and the segments named."""
+    d = path("cat-first")
+    os.mkdir(d)
+    build(os.path.join(d, "ok.kvs"), {bits_of(b"k"): b"v"})
+    with open(os.path.join(d, "ok.kvs"), "rb") as f:
+        data = f.read()
+    with open(os.path.join(d, "cut.kvs"), "wb") as f:
+        f.write(data[:200])
+    with open(os.path.join(d, "notes.txt"), "w") as f:
+        f.write("not a segment\n")
+    before = sorted(os.listdir(d))
+    for verb in (["init"], ["list"], ["add", "ok.kvs"]):
+        r = kvseg("catalog", d, *verb)
+        expect_error(r, 3, "catalog %s beside a segment cut short" % verb[0],
+                     "cut.kvs", "200 bytes", "no catalog is made")
+        check(sorted(os.listdir(d)) == before,
+              "catalog %s created nothing: %r" % (verb[0], os.listdir(d)))
+    os.rename(os.path.join(d, "cut.kvs"), path("cut-aside.kvs"))
+    r = kvseg("catalog", d, "list")
+    check(r.rc == 0 and r.out.startswith(b"generation 1\nok.kvs\t"),
+          "init names the segment, not notes.txt", r)
+
+
 TESTS = [test_help, test_modes_and_formats, test_dump_across_modes,
          test_get, test_scan_filters, test_duplicates, test_bad_input,
          test_empty_and_bits, test_verify_and_corruption,
          test_damage_mid_stream, test_stat,
          test_bad_arguments, test_large, test_merge, test_catalog,
+         test_catalog_first,
          test_build_memory, test_cut_short, test_interrupted]
 
 

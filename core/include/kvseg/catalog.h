@@ -55,7 +55,23 @@ typedef struct kvs_catalog kvs_catalog;
  * checks that every named segment exists with its recorded size and
  * header CRC (KVS_E_CORRUPT otherwise). A directory without a catalog
  * gets one naming its segment files (those that open as segments) ordered
- * by sequence number, then name.
+ * by sequence number, then name (FORMAT.md §10.4). Its other entries are
+ * sorted by one rule, whoever opens the directory:
+ *
+ *   a bad segment: a regular file that begins with the segment magic
+ *     (§5.1) but fails open's checks (cut short, damaged), or that cannot
+ *     be read. A catalog made without it would leave it out for good, so
+ *     none is made: KVS_E_CORRUPT naming the first (by name) and why,
+ *     before anything is created in the directory (but see
+ *     KVS_CATALOG_SKIP_BAD);
+ *   the directory's own: names starting with '.' (temporaries, marks and
+ *     locks of the programs that share the directory) and CATALOG.lock,
+ *     never looked at;
+ *   anything else (a file that does not begin with the magic, a
+ *     directory, a symbolic link, a FIFO, a device): left alone, and not
+ *     named (but see KVS_CATALOG_ONLY_SEGMENTS).
+ *
+ * An empty directory gets the empty catalog.
  *
  * A segment writer holds an exclusive flock on its temporary file until
  * it has renamed it (with a publish hook: until the hook has published
@@ -85,13 +101,54 @@ kvs_status kvs_catalog_open(kvs_catalog **out, const char *dir,
  */
 #define KVS_CATALOG_MAY_READ_ONLY 2u
 
+/*
+ * Open for reading only, whatever the directory allows: as
+ * KVS_CATALOG_MAY_READ_ONLY where it cannot be written. Nothing is
+ * created, changed or removed in the directory, and kvs_catalog_add and
+ * kvs_catalog_replace fail (KVS_E_INVAL) without touching it.
+ */
+#define KVS_CATALOG_READ_ONLY 4u
+/*
+ * Where there is no catalog, make one only of a directory of segments:
+ * an entry that is not a segment, nor the directory's own (above), fails
+ * the open with KVS_E_INVAL naming it (the first by name) before anything
+ * is created. For a program that is handed a directory (segfs), so that a
+ * mistyped path never becomes a segment directory; a directory that holds
+ * other files gets its catalog on request (kvs_catalog_open).
+ */
+#define KVS_CATALOG_ONLY_SEGMENTS 8u
+/*
+ * Where there is no catalog and bad segments (above): open without them
+ * instead of failing, for reading only (as KVS_CATALOG_READ_ONLY: the
+ * segments are named in memory, no catalog is written, since it would
+ * drop them for good), until a catalog appears (kvs_catalog_reload).
+ * kvs_catalog_skipped_count and kvs_catalog_skipped_at say which were
+ * left out and why. A directory without bad segments opens as without the
+ * flag.
+ */
+#define KVS_CATALOG_SKIP_BAD 16u
+
 /* kvs_catalog_open with flags (0 is kvs_catalog_open). */
 kvs_status kvs_catalog_open_flags(kvs_catalog **out, const char *dir,
                                   unsigned flags, kvs_error *err);
 void kvs_catalog_close(kvs_catalog *c);
 
-/* Was c opened for reading only (see KVS_CATALOG_MAY_READ_ONLY)? */
+/* Was c opened for reading only (KVS_CATALOG_MAY_READ_ONLY where the
+ * directory cannot be written, KVS_CATALOG_READ_ONLY, or
+ * KVS_CATALOG_SKIP_BAD where it left segments out)? */
 bool kvs_catalog_read_only(const kvs_catalog *c);
+
+/* A bad segment that KVS_CATALOG_SKIP_BAD left out of a new catalog. */
+typedef struct kvs_catalog_skip {
+	char name[KVS_CATALOG_MAX_NAME + 1]; /* file name within the dir */
+	char why[240]; /* what its checks found, without its path */
+} kvs_catalog_skip;
+
+/* The bad segments left out (KVS_CATALOG_SKIP_BAD), by name; none once
+ * a reload has found a catalog. */
+size_t kvs_catalog_skipped_count(const kvs_catalog *c);
+const kvs_catalog_skip *kvs_catalog_skipped_at(const kvs_catalog *c,
+                                               size_t i);
 
 /* Re-reads the newest published generation and checks its segments as
  * open does (but for a handle opened with KVS_CATALOG_NO_CHECK: its caller
