@@ -186,6 +186,8 @@ static bool format_record(struct strbuf *sb, enum output_format format,
                           const uint8_t *key, uint64_t key_bits, kvs_kind kind,
                           const uint8_t *value, size_t value_len)
 {
+	struct json_writer w;
+
 	if (format == OUTPUT_TSV) {
 		if (!text_encode(sb, key, key_bits))
 			return false;
@@ -195,17 +197,15 @@ static bool format_record(struct strbuf *sb, enum output_format format,
 			return false;
 		return sb_putc(sb, '\n');
 	}
-	if (!sb_putc(sb, '{') || !json_put_field(sb, "key", key, key_bits))
-		return false;
-	if (kind == KVS_KIND_TOMBSTONE) {
-		if (!sb_append(sb, ",\"tombstone\":true", 17))
-			return false;
-	} else if (!sb_putc(sb, ',') ||
-	           !json_put_field(sb, "value", value,
-	                           (uint64_t)value_len * 8)) {
-		return false;
-	}
-	return sb_append(sb, "}\n", 2);
+	json_writer_init(&w, sb);
+	json_open(&w, '{');
+	json_member_bytes(&w, "key", key, key_bits);
+	if (kind == KVS_KIND_TOMBSTONE)
+		json_member(&w, "tombstone", json_true());
+	else
+		json_member_bytes(&w, "value", value, (uint64_t)value_len * 8);
+	json_close(&w, '}');
+	return w.ok && sb_putc(sb, '\n');
 }
 
 /* Positions the cursor at the first record the filter may print. */
