@@ -524,7 +524,7 @@ static int main_help(void)
 		printf("  %-8s %s\n", verbs[i].name, verbs[i].summary);
 	fputs("\n"
 	      "  kvseg help VERB, kvseg VERB --help   help on one verb\n"
-	      "  kvseg --version                      the version\n"
+	      "  kvseg -V, kvseg --version            the version\n"
 	      "\n"
 	      "Exit status: 0 ok, 1 key not found (get), 2 usage error,\n"
 	      "3 bad data (input records, damaged segment), 4 I/O or system\n"
@@ -566,7 +566,7 @@ int main(int argc, char **argv)
 		return cli_usage(NULL, "no verb given");
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
 		return main_help();
-	if (strcmp(argv[1], "--version") == 0) {
+	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
 		printf("kvseg %s (segment format %d)\n", KVSEG_VERSION,
 		       KVS_SEGMENT_VERSION);
 		return cli_flush_stdout(NULL);

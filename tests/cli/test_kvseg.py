@@ -337,9 +337,18 @@ def test_help():
             expect_rc(v, 0, " ".join(args))
             check(v.out.startswith(b"Usage: kvseg " + verb.encode()),
                   " ".join(args) + " prints the usage", v)
-    r = kvseg("--version")
-    expect_rc(r, 0, "--version")
-    check(r.out.startswith(b"kvseg "), "--version names kvseg", r)
+    # The version is the project's, as meson.build gives it.
+    top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    with open(os.path.join(top, "meson.build")) as f:
+        version = re.search(r"version\s*:\s*'([^']+)'", f.read()).group(1)
+    for opt in ("--version", "-V"):
+        r = kvseg(opt)
+        expect_rc(r, 0, opt)
+        check(re.fullmatch(rb"kvseg %s \(segment format \d+\)\n"
+                           % re.escape(version.encode()), r.out) is not None
+              and r.err == "", opt + " prints the project's version", r)
+        r = kvseg("--help")
+        check(("kvseg %s" % opt).encode() in r.out, "--help names " + opt, r)
 
 
 def decode_jsonl_record(line):
