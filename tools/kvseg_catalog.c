@@ -563,6 +563,8 @@ int cmd_catalog(int argc, char **argv)
 		rc = cli_help("catalog");
 	else if (rc)
 		;
+	else if ((rc = cli_refuse_stdout_in_dir("catalog", a.dir)) != 0)
+		;
 	else if (strcmp(a.action, "init") == 0 || strcmp(a.action, "list") == 0)
 		rc = a.count ? cli_usage("catalog", "%s takes no operands",
 		                         a.action)

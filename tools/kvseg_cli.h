@@ -125,6 +125,21 @@ int cli_refuse_input_as_output(const char *verb, const char *out,
                                const char *const *ins, size_t n,
                                bool read_stdin);
 
+/* Refuses (EXIT_USAGE) an OUT that names a directory: a usage error,
+ * where a FIFO, socket or device there is refused by libkvseg (4). */
+int cli_refuse_directory_output(const char *verb, const char *out);
+/*
+ * Refuses (EXIT_USAGE) to print when the standard output is a regular file
+ * that the verb reads: one of ins[0 .. n) (a segment; `kvseg dump a.seg
+ * >> a.seg` would append to the segment it reads, and '>' empties it
+ * before kvseg starts), or, for cli_refuse_stdout_in_dir, any file of the
+ * segment directory dir (a catalog reads its CATALOG, its segments and,
+ * when it makes itself anew, every file there).
+ */
+int cli_refuse_stdout_input(const char *verb, const char *const *ins,
+                            size_t n);
+int cli_refuse_stdout_in_dir(const char *verb, const char *dir);
+
 /* ---- growable byte buffer ---------------------------------------------- */
 
 struct strbuf {

@@ -26,6 +26,10 @@ int cmd_verify(int argc, char **argv)
 	}
 	if (files == 0)
 		return cli_usage("verify", "no segment given");
+	cli_args_init(&args, "verify", argc, argv);
+	while ((id = cli_args_next(&args, NULL, &path)) != ARG_END)
+		if (cli_refuse_stdout_input("verify", &path, 1))
+			return EXIT_USAGE;
 
 	cli_args_init(&args, "verify", argc, argv);
 	while ((id = cli_args_next(&args, NULL, &path)) != ARG_END) {
@@ -216,6 +220,9 @@ int cmd_stat(int argc, char **argv)
 	}
 	if (!path)
 		return cli_usage("stat", "no segment given");
+	rc = cli_refuse_stdout_input("stat", &path, 1);
+	if (rc)
+		return rc;
 	rc = open_segment("stat", path, &seg);
 	if (rc)
 		return rc;

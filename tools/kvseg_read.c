@@ -123,6 +123,9 @@ int cmd_get(int argc, char **argv)
 		return cli_usage("get", "needs SEG and KEY");
 	if (!decode_key_arg("get", "KEY", operands[1], &key))
 		return EXIT_USAGE;
+	rc = cli_refuse_stdout_input("get", operands, 1);
+	if (rc)
+		goto out;
 	rc = open_segment("get", operands[0], &seg);
 	if (rc)
 		goto out;
@@ -379,7 +382,7 @@ static int parse_scan_args(int argc, char **argv, struct scan_filter *f,
 	}
 	if (!*path)
 		return cli_usage("scan", "no segment given");
-	return EXIT_OK;
+	return cli_refuse_stdout_input("scan", path, 1);
 }
 
 int cmd_scan(int argc, char **argv)
@@ -425,6 +428,9 @@ int cmd_dump(int argc, char **argv)
 	}
 	if (!path)
 		return cli_usage("dump", "no segment given");
+	rc = cli_refuse_stdout_input("dump", &path, 1);
+	if (rc)
+		return rc;
 	rc = open_segment("dump", path, &seg);
 	if (rc)
 		return rc;
