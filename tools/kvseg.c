@@ -257,8 +257,7 @@ static bool stdout_file(struct stat *o)
 	return fstat(STDOUT_FILENO, o) == 0 && S_ISREG(o->st_mode);
 }
 
-int cli_refuse_stdout_input(const char *verb, const char *const *ins,
-                            size_t n)
+int cli_refuse_stdout_input(const char *verb, const char *const *ins, size_t n)
 {
 	struct stat o, i;
 
@@ -295,12 +294,13 @@ int cli_refuse_stdout_in_dir(const char *verb, const char *dir)
 		    fstatat(dirfd(list), e->d_name, &i, AT_SYMLINK_NOFOLLOW) ==
 		        0 &&
 		    i.st_dev == o.st_dev && i.st_ino == o.st_ino)
-			rc = cli_usage(verb,
-			               "the standard output is %s/%s, a file of "
-			               "the segment directory, which the catalog "
-			               "reads: send the output elsewhere (kvseg "
-			               "never writes into a file it reads)",
-			               dir, e->d_name);
+			rc = cli_usage(
+			    verb,
+			    "the standard output is %s/%s, a file of "
+			    "the segment directory, which the catalog "
+			    "reads: send the output elsewhere (kvseg "
+			    "never writes into a file it reads)",
+			    dir, e->d_name);
 	}
 	closedir(list);
 	return rc;

@@ -136,8 +136,7 @@ int cli_refuse_directory_output(const char *verb, const char *out);
  * segment directory dir (a catalog reads its CATALOG, its segments and,
  * when it makes itself anew, every file there).
  */
-int cli_refuse_stdout_input(const char *verb, const char *const *ins,
-                            size_t n);
+int cli_refuse_stdout_input(const char *verb, const char *const *ins, size_t n);
 int cli_refuse_stdout_in_dir(const char *verb, const char *dir);
 
 /* ---- growable byte buffer ---------------------------------------------- */

@@ -136,8 +136,8 @@ static bool print_stat(const kvs_segment_info *info, bool json)
 		stat_u64(&o, "key_bytes", info->key_bits / 8);
 	} else if (json) {
 		/* eighths are exact in a double (17 digits: all of them) */
-		json_member_real(&o.w, "key_bytes",
-		                 (double)info->key_bits / 8, 17);
+		json_member_real(&o.w, "key_bytes", (double)info->key_bits / 8,
+		                 17);
 	} else {
 		format_eighths(a, info->key_bits);
 		stat_field(&o, "key_bytes", NULL, a);
@@ -162,7 +162,8 @@ static bool print_stat(const kvs_segment_info *info, bool json)
 		}
 		stat_field(&o, "codes", codes, a);
 	} else {
-		stat_field(&o, "codes", json_null(), "- (byte profile: LEB128)");
+		stat_field(&o, "codes", json_null(),
+		           "- (byte profile: LEB128)");
 	}
 	stat_u64(&o, "stream_bits", info->stream_bits);
 	stat_u64(&o, "stream_bytes", info->stream_bytes);
@@ -171,19 +172,21 @@ static bool print_stat(const kvs_segment_info *info, bool json)
 	stat_u64(&o, "other_bytes", info->other_bytes);
 	stat_u64(&o, "file_bytes", info->file_bytes);
 	if (info->records) {
-		double bits = (double)info->file_bytes * 8 /
-		              (double)info->records;
+		double bits =
+		    (double)info->file_bytes * 8 / (double)info->records;
 
 		snprintf(a, sizeof a, "%.3f", bits);
 		if (json)
 			/* three decimals, as the text (15 digits: no
 			 * binary noise after them) */
-			json_member_real(&o.w, "bits_per_record",
-			                 (double)(uint64_t)(bits * 1000 + 0.5) / 1000, 15);
+			json_member_real(
+			    &o.w, "bits_per_record",
+			    (double)(uint64_t)(bits * 1000 + 0.5) / 1000, 15);
 		else
 			stat_field(&o, "bits_per_record", NULL, a);
 	} else {
-		stat_field(&o, "bits_per_record", json_null(), "- (no records)");
+		stat_field(&o, "bits_per_record", json_null(),
+		           "- (no records)");
 	}
 	if (json) {
 		json_close(&o.w, '}');

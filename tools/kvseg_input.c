@@ -375,7 +375,8 @@ static bool json_members(json_t *obj, json_t *m[M_COUNT], char why[256])
 			         "key_bits, value, value_hex, tombstone)");
 			return false;
 		}
-		if (i == M_TOMBSTONE ? !json_is_boolean(v) : !json_is_string(v)) {
+		if (i == M_TOMBSTONE ? !json_is_boolean(v)
+		                     : !json_is_string(v)) {
 			snprintf(why, 256,
 			         i == M_TOMBSTONE ? "'%s' must be true or false"
 			                          : "'%s' must be a string",

@@ -68,7 +68,10 @@ static void dump_value(struct json_writer *w, json_t *v, size_t flags)
 	json_decref(v);
 }
 
-void json_value(struct json_writer *w, json_t *v) { dump_value(w, v, 0); }
+void json_value(struct json_writer *w, json_t *v)
+{
+	dump_value(w, v, 0);
+}
 
 void json_member_real(struct json_writer *w, const char *name, double v,
                       int digits)
@@ -125,14 +128,16 @@ void json_member_bytes(struct json_writer *w, const char *name,
 	}
 	if (bits % 8) {
 		for (uint64_t i = 0; i < bits; i++)
-			text[n++] = (char)('0' + (data[i / 8] >> (7 - i % 8) & 1));
+			text[n++] =
+			    (char)('0' + (data[i / 8] >> (7 - i % 8) & 1));
 	} else {
 		for (size_t i = 0; i < len; i++) {
 			text[n++] = hex_digits[data[i] >> 4];
 			text[n++] = hex_digits[data[i] & 15];
 		}
 	}
-	snprintf(member, sizeof member, "%s_%s", name, bits % 8 ? "bits" : "hex");
+	snprintf(member, sizeof member, "%s_%s", name,
+	         bits % 8 ? "bits" : "hex");
 	json_member(w, member, json_stringn(text ? text : "", n));
 	free(text);
 }

@@ -346,8 +346,8 @@ int cmd_merge(int argc, char **argv)
 		                                (const char *const *)names, n,
 		                                false);
 	if (!rc)
-		rc = cli_refuse_stdout_input("merge", (const char *const *)names,
-		                             n);
+		rc = cli_refuse_stdout_input("merge",
+		                             (const char *const *)names, n);
 	if (!rc && !force && access(out, F_OK) == 0)
 		rc = cli_usage("merge",
 		               "%s exists: --force replaces it", out);
