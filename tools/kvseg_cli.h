@@ -4,6 +4,7 @@
  *
  * The tool is a thin layer over libkvseg: kvseg.c dispatches verbs,
  * kvseg_text.c owns the textual syntax of keys and values (docs/USAGE.md),
+ * kvseg_json.c writes JSON (through jansson, as kvseg_input.c reads it),
  * kvseg_input.c parses build's input formats, kvseg_build.c sorts and
  * writes (through sorted runs and a merge when the input exceeds its
  * memory bound), kvseg_read.c reads records out (get, scan, dump),

@@ -46,25 +46,30 @@ void json_close(struct json_writer *w, char bracket)
 	w->comma = true;
 }
 
-/* flags: json_dumpb's, beyond JSON_ENCODE_ANY | JSON_COMPACT */
+/* flags: json_dumpb's, beyond JSON_ENCODE_ANY | JSON_COMPACT. Dumps
+ * straight into the buffer's room, and again only when it was short. */
 static void dump_value(struct json_writer *w, json_t *v, size_t flags)
 {
-	size_t n;
+	struct strbuf *sb = w->sb;
+	size_t n, room;
 
 	separate(w);
 	w->comma = true;
-	if (!v) {
-		w->ok = false; /* jansson could not allocate it */
+	if (!v || !w->ok) {
+		w->ok = false; /* jansson could not allocate v */
+		json_decref(v);
 		return;
 	}
 	flags |= JSON_ENCODE_ANY | JSON_COMPACT;
-	n = w->ok ? json_dumpb(v, NULL, 0, flags) : 0;
-	if (n == 0 || !sb_reserve(w->sb, n)) {
+	room = sb->cap - sb->len;
+	n = json_dumpb(v, room ? (char *)sb->data + sb->len : NULL, room,
+	               flags);
+	if (n > room && sb_reserve(sb, n))
+		n = json_dumpb(v, (char *)sb->data + sb->len, n, flags);
+	if (n == 0 || n > sb->cap - sb->len)
 		w->ok = false;
-	} else {
-		json_dumpb(v, (char *)w->sb->data + w->sb->len, n, flags);
-		w->sb->len += n;
-	}
+	else
+		sb->len += n;
 	json_decref(v);
 }
 
