@@ -4,7 +4,8 @@
  *
  * scan and dump print keys and values with the one encoder in
  * kvseg_text.c, so their TSV is build's input syntax and dump is
- * canonical. A key argument is decoded once; in the byte profile a key
+ * canonical; scan's JSON lines go through kvseg_json.c (jansson), in
+ * build's --input jsonl syntax. A key argument is decoded once; in the byte profile a key
  * whose length is not a whole number of bytes cannot be present, and its
  * lower bound among byte keys is that of the key padded with zero bits to
  * a byte, which is how scan seeks to it.
