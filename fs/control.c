@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "kvseg/merge.h"
 
 #define MAX_REQUEST 4096
@@ -117,60 +119,94 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
 	}
 }
 
-/* A JSON string of len arbitrary bytes, NUL among them: bytes outside
- * printable ASCII as \u00XX (so the line stays valid JSON and one line). */
-static void sb_json_n(sbuf *b, const char *s, size_t len)
+/* A JSON string of len arbitrary bytes, NUL and invalid UTF-8 among
+ * them: byte b is the character U+00b (so json.loads(...).encode("latin-1")
+ * gives the bytes back), which jansson writes as \u00XX (JSON_ENSURE_ASCII
+ * below). NULL if out of memory. */
+static json_t *json_bytes(const char *s, size_t len)
 {
-	sb_printf(b, "\"");
+	char *u = malloc(2 * len + 1), *o = u;
+	json_t *v;
+
+	if (!u)
+		return NULL;
 	for (const unsigned char *p = (const unsigned char *)s; len--; p++) {
-		if (*p == '"' || *p == '\\')
-			sb_printf(b, "\\%c", *p);
-		else if (*p < 0x20 || *p >= 0x7F)
-			sb_printf(b, "\\u%04x", *p);
-		else
-			sb_printf(b, "%c", *p);
+		if (*p < 0x80) {
+			*o++ = (char)*p;
+		} else {
+			*o++ = (char)(0xc0 | *p >> 6);
+			*o++ = (char)(0x80 | (*p & 0x3f));
+		}
 	}
-	sb_printf(b, "\"");
+	v = json_stringn(u, (size_t)(o - u));
+	free(u);
+	return v;
 }
 
-static void sb_json(sbuf *b, const char *s) { sb_json_n(b, s, strlen(s)); }
+/* Counts are below 2^63 (json_int_t's limit) by far. */
+static json_t *json_count(uint64_t v)
+{
+	return json_integer(v > INT64_MAX ? INT64_MAX : (json_int_t)v);
+}
 
-/* Under J.lock. */
+/* One job's status line, written by jansson. Under J.lock. */
 static void job_line(sbuf *b, const job *j)
 {
 	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	sb_printf(b, "{\"id\":%" PRIu64 ",\"state\":\"%s\",\"request\":", j->id,
-	          state_names[j->state]);
-	sb_json_n(b, j->request, j->request_len);
-	sb_printf(b, ",\"inputs\":[");
-	for (size_t i = 0; i < j->n; i++) {
-		if (i)
-			sb_printf(b, ",");
-		sb_json(b, j->names[i]);
-	}
-	sb_printf(b, "],\"output\":");
-	if (j->out[0])
-		sb_json(b, j->out);
-	else
-		sb_printf(b, "null");
+	json_t *line = json_object(), *inputs = json_array();
+	char *text = NULL;
 	double el = 0;
+	int bad = !line || !inputs;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
 	if (j->state == RUNNING)
 		el = seconds(&j->started, &now);
 	else if (j->state != QUEUED && j->started.tv_sec)
 		el = seconds(&j->started, &j->ended);
-	sb_printf(b,
-	          ",\"records_done\":%" PRIu64 ",\"records_total\":%" PRIu64
-	          ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64
-	          ",\"elapsed\":%.3f,\"error\":",
-	          (uint64_t)atomic_load(&j->done),
-	          (uint64_t)atomic_load(&j->total), j->bytes_in, j->bytes_out,
-	          el);
-	if (j->error[0])
-		sb_json(b, j->error);
+	for (size_t i = 0; !bad && i < j->n; i++)
+		bad |= json_array_append_new(
+		    inputs, json_bytes(j->names[i], strlen(j->names[i])));
+	if (line) {
+		bad |= json_object_set_new(line, "id", json_count(j->id));
+		bad |= json_object_set_new(line, "state",
+		                           json_string(state_names[j->state]));
+		bad |= json_object_set_new(
+		    line, "request", json_bytes(j->request, j->request_len));
+		bad |= json_object_set_new(line, "inputs", inputs);
+		inputs = NULL;
+		bad |= json_object_set_new(
+		    line, "output",
+		    j->out[0] ? json_bytes(j->out, strlen(j->out))
+		              : json_null());
+		bad |= json_object_set_new(
+		    line, "records_done",
+		    json_count((uint64_t)atomic_load(&j->done)));
+		bad |= json_object_set_new(
+		    line, "records_total",
+		    json_count((uint64_t)atomic_load(&j->total)));
+		bad |= json_object_set_new(line, "bytes_in",
+		                           json_count(j->bytes_in));
+		bad |= json_object_set_new(line, "bytes_out",
+		                           json_count(j->bytes_out));
+		/* milliseconds, written with no binary noise after them */
+		bad |= json_object_set_new(
+		    line, "elapsed",
+		    json_real((double)(int64_t)(el * 1000 + 0.5) / 1000));
+		bad |= json_object_set_new(
+		    line, "error",
+		    j->error[0] ? json_bytes(j->error, strlen(j->error))
+		                : json_null());
+	}
+	if (!bad)
+		text = json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII |
+		                            JSON_REAL_PRECISION(15));
+	if (text)
+		sb_printf(b, "%s\n", text);
 	else
-		sb_printf(b, "null");
-	sb_printf(b, "}\n");
+		b->failed = true;
+	free(text);
+	json_decref(inputs);
+	json_decref(line);
 }
 
 /* control/status is read through the kernel's page cache, so that what one

@@ -9,6 +9,7 @@
  */
 #include "kvseg_cli.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -235,6 +236,74 @@ int cli_refuse_input_as_output(const char *verb, const char *out,
 			                 "which it would replace",
 			                 out, ins[k]);
 	return EXIT_OK;
+}
+
+int cli_refuse_directory_output(const char *verb, const char *out)
+{
+	struct stat o;
+
+	if (lstat(out, &o) == 0 && S_ISDIR(o.st_mode))
+		return cli_usage(verb,
+		                 "%s is a directory: OUT names the segment "
+		                 "file to write (as in %s/NAME.kvs)",
+		                 out, out);
+	return EXIT_OK;
+}
+
+/* The standard output if it is a regular file: appending to a file kvseg
+ * reads changes it under kvseg, and '>' has emptied it already. */
+static bool stdout_file(struct stat *o)
+{
+	return fstat(STDOUT_FILENO, o) == 0 && S_ISREG(o->st_mode);
+}
+
+int cli_refuse_stdout_input(const char *verb, const char *const *ins, size_t n)
+{
+	struct stat o, i;
+
+	if (!stdout_file(&o))
+		return EXIT_OK;
+	for (size_t k = 0; k < n; k++)
+		if (stat(ins[k], &i) == 0 && i.st_dev == o.st_dev &&
+		    i.st_ino == o.st_ino)
+			return cli_usage(verb,
+			                 "the standard output is the input %s "
+			                 "itself: send the output elsewhere "
+			                 "(kvseg never writes into a file it "
+			                 "reads)",
+			                 ins[k]);
+	return EXIT_OK;
+}
+
+int cli_refuse_stdout_in_dir(const char *verb, const char *dir)
+{
+	struct stat o, d;
+	DIR *list;
+	struct dirent *e;
+	int rc = EXIT_OK;
+
+	if (!stdout_file(&o) || stat(dir, &d) != 0 || d.st_dev != o.st_dev)
+		return EXIT_OK;
+	list = opendir(dir);
+	if (!list)
+		return EXIT_OK; /* opening the catalog will say why */
+	while (rc == EXIT_OK && (e = readdir(list)) != NULL) {
+		struct stat i;
+
+		if (e->d_ino == o.st_ino &&
+		    fstatat(dirfd(list), e->d_name, &i, AT_SYMLINK_NOFOLLOW) ==
+		        0 &&
+		    i.st_dev == o.st_dev && i.st_ino == o.st_ino)
+			rc = cli_usage(
+			    verb,
+			    "the standard output is %s/%s, a file of "
+			    "the segment directory, which the catalog "
+			    "reads: send the output elsewhere (kvseg "
+			    "never writes into a file it reads)",
+			    dir, e->d_name);
+	}
+	closedir(list);
+	return rc;
 }
 
 int cli_usage(const char *verb, const char *fmt, ...)
@@ -524,7 +593,7 @@ static int main_help(void)
 		printf("  %-8s %s\n", verbs[i].name, verbs[i].summary);
 	fputs("\n"
 	      "  kvseg help VERB, kvseg VERB --help   help on one verb\n"
-	      "  kvseg --version                      the version\n"
+	      "  kvseg -V, kvseg --version            the version\n"
 	      "\n"
 	      "Exit status: 0 ok, 1 key not found (get), 2 usage error,\n"
 	      "3 bad data (input records, damaged segment), 4 I/O or system\n"
@@ -566,7 +635,7 @@ int main(int argc, char **argv)
 		return cli_usage(NULL, "no verb given");
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
 		return main_help();
-	if (strcmp(argv[1], "--version") == 0) {
+	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
 		printf("kvseg %s (segment format %d)\n", KVSEG_VERSION,
 		       KVS_SEGMENT_VERSION);
 		return cli_flush_stdout(NULL);

@@ -603,7 +603,10 @@ int cmd_build(int argc, char **argv)
 		          "stdin)");
 		return EXIT_SYSTEM;
 	}
-	rc = cli_refuse_input_as_output("build", cfg.out, NULL, 0, true);
+	rc = cli_refuse_directory_output("build", cfg.out);
+	if (!rc)
+		rc =
+		    cli_refuse_input_as_output("build", cfg.out, NULL, 0, true);
 	if (rc)
 		return rc;
 	/* Open first: a bad OUT fails before stdin is read. */

@@ -141,22 +141,21 @@ static int catalog_init(const struct catalog_args *a)
 	return rc;
 }
 
-static bool list_entry(struct strbuf *sb, bool json, bool first,
+static bool list_entry(struct strbuf *sb, struct json_writer *w,
                        const kvs_catalog_entry *e, uint64_t records)
 {
 	size_t len = strlen(e->name);
 	char numbers[96];
 
-	if (json) {
-		snprintf(numbers, sizeof numbers,
-		         ",\"sequence\":%llu,\"records\":%llu,\"size\":%llu}",
-		         (unsigned long long)e->sequence,
-		         (unsigned long long)records,
-		         (unsigned long long)e->size);
-		return (first || sb_putc(sb, ',')) && sb_putc(sb, '{') &&
-		       json_put_field(sb, "name", (const uint8_t *)e->name,
-		                      (uint64_t)len * 8) &&
-		       sb_append(sb, numbers, strlen(numbers));
+	if (w) {
+		json_open(w, '{');
+		json_member_bytes(w, "name", (const uint8_t *)e->name,
+		                  (uint64_t)len * 8);
+		json_member_u64(w, "sequence", e->sequence);
+		json_member_u64(w, "records", records);
+		json_member_u64(w, "size", e->size);
+		json_close(w, '}');
+		return w->ok;
 	}
 	snprintf(numbers, sizeof numbers, "\t%llu\t%llu\t%llu\n",
 	         (unsigned long long)e->sequence, (unsigned long long)records,
@@ -168,18 +167,27 @@ static bool list_entry(struct strbuf *sb, bool json, bool first,
 static int catalog_list(const struct catalog_args *a)
 {
 	struct strbuf sb = {0};
+	struct json_writer jw, *w = NULL;
 	kvs_catalog *c;
 	char head[64];
 	int rc = open_catalog(a->dir, KVS_CATALOG_MAY_READ_ONLY, &c);
-	bool ok;
+	bool ok = true;
 
 	if (rc)
 		return rc;
-	snprintf(head, sizeof head,
-	         a->json ? "{\"generation\":%llu,\"segments\":["
-	                 : "generation %llu\n",
-	         (unsigned long long)kvs_catalog_generation(c));
-	ok = sb_append(&sb, head, strlen(head));
+	if (a->json) {
+		w = &jw;
+		json_writer_init(w, &sb);
+		json_open(w, '{');
+		json_member_u64(w, "generation", kvs_catalog_generation(c));
+		json_name(w, "segments");
+		json_open(w, '[');
+		ok = w->ok;
+	} else {
+		snprintf(head, sizeof head, "generation %llu\n",
+		         (unsigned long long)kvs_catalog_generation(c));
+		ok = sb_append(&sb, head, strlen(head));
+	}
 	for (size_t i = 0; ok && i < kvs_catalog_count(c); i++) {
 		const kvs_catalog_entry *e = kvs_catalog_entry_at(c, i);
 		char *path = cli_path_join(a->dir, e->name);
@@ -196,10 +204,13 @@ static int catalog_list(const struct catalog_args *a)
 			goto out;
 		kvs_segment_info_get(seg, &info);
 		kvs_segment_unref(seg);
-		ok = list_entry(&sb, a->json, i == 0, e, info.records);
+		ok = list_entry(&sb, w, e, info.records);
 	}
-	if (ok && a->json)
-		ok = sb_append(&sb, "]}\n", 3);
+	if (ok && w) {
+		json_close(w, ']');
+		json_close(w, '}');
+		ok = w->ok && sb_putc(&sb, '\n');
+	}
 	if (!ok) {
 		cli_error("catalog", NULL, "out of memory");
 		rc = EXIT_SYSTEM;
@@ -551,6 +562,8 @@ int cmd_catalog(int argc, char **argv)
 	if (rc < 0)
 		rc = cli_help("catalog");
 	else if (rc)
+		;
+	else if ((rc = cli_refuse_stdout_in_dir("catalog", a.dir)) != 0)
 		;
 	else if (strcmp(a.action, "init") == 0 || strcmp(a.action, "list") == 0)
 		rc = a.count ? cli_usage("catalog", "%s takes no operands",

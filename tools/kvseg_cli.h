@@ -4,6 +4,7 @@
  *
  * The tool is a thin layer over libkvseg: kvseg.c dispatches verbs,
  * kvseg_text.c owns the textual syntax of keys and values (docs/USAGE.md),
+ * kvseg_json.c writes JSON (through jansson, as kvseg_input.c reads it),
  * kvseg_input.c parses build's input formats, kvseg_build.c sorts and
  * writes (through sorted runs and a merge when the input exceeds its
  * memory bound), kvseg_read.c reads records out (get, scan, dump),
@@ -20,6 +21,8 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include <jansson.h>
 
 #include "kvseg/catalog.h"
 #include "kvseg/merge.h"
@@ -123,6 +126,20 @@ int cli_refuse_input_as_output(const char *verb, const char *out,
                                const char *const *ins, size_t n,
                                bool read_stdin);
 
+/* Refuses (EXIT_USAGE) an OUT that names a directory: a usage error,
+ * where a FIFO, socket or device there is refused by libkvseg (4). */
+int cli_refuse_directory_output(const char *verb, const char *out);
+/*
+ * Refuses (EXIT_USAGE) to print when the standard output is a regular file
+ * that the verb reads: one of ins[0 .. n) (a segment; `kvseg dump a.seg
+ * >> a.seg` would append to the segment it reads, and '>' empties it
+ * before kvseg starts), or, for cli_refuse_stdout_in_dir, any file of the
+ * segment directory dir (a catalog reads its CATALOG, its segments and,
+ * when it makes itself anew, every file there).
+ */
+int cli_refuse_stdout_input(const char *verb, const char *const *ins, size_t n);
+int cli_refuse_stdout_in_dir(const char *verb, const char *dir);
+
 /* ---- growable byte buffer ---------------------------------------------- */
 
 struct strbuf {
@@ -166,16 +183,9 @@ bool text_encode(struct strbuf *sb, const uint8_t *data, uint64_t bits);
 bool text_decode_arg(const char *arg, uint8_t **key, uint64_t *bits,
                      char why[96]);
 
-/* True if [data, data + len) is well-formed UTF-8 without bytes < 0x20 or
- * 0x7f: the strings JSON output writes as text rather than hex. */
-bool text_is_plain_utf8(const uint8_t *data, size_t len);
-/* Appends a JSON member "name": for the key or value (key/key_hex/key_bits
- * or value/value_hex) chosen by the rules in USAGE.md. */
-bool json_put_field(struct strbuf *sb, const char *name, const uint8_t *data,
-                    uint64_t bits);
-/* Appends a JSON string literal for the plain UTF-8 bytes given. */
-bool json_put_string(struct strbuf *sb, const uint8_t *data, size_t len);
-
+/* True if [data, data + len) is well-formed UTF-8 (RFC 3629: no overlong
+ * forms, no surrogates, nothing above U+10FFFF). */
+bool utf8_valid(const uint8_t *data, size_t len);
 /* Length of the well-formed UTF-8 sequence starting at p (at most n bytes
  * available), or 0 if it is not one. */
 size_t utf8_sequence_len(const uint8_t *p, size_t n);
@@ -183,6 +193,37 @@ size_t utf8_sequence_len(const uint8_t *p, size_t n);
 /* Key helpers over MSB-first bit strings. */
 bool key_has_prefix(const uint8_t *key, uint64_t key_bits,
                     const uint8_t *prefix, uint64_t prefix_bits);
+
+/* ---- JSON output (kvseg_json.c) ---------------------------------------- */
+
+/*
+ * Writes JSON text into a strbuf, commas placed by the writer: open and
+ * close objects and arrays, name members, add values. Values of jansson
+ * type are taken over (and freed); NULL (jansson out of memory) fails the
+ * writer. ok turns false once memory ran out, and stays false.
+ */
+struct json_writer {
+	struct strbuf *sb;
+	bool comma; /* a value came last: the next needs a ',' */
+	bool ok;
+};
+
+void json_writer_init(struct json_writer *w, struct strbuf *sb);
+void json_open(struct json_writer *w, char bracket);  /* '{' or '[' */
+void json_close(struct json_writer *w, char bracket); /* '}' or ']' */
+void json_name(struct json_writer *w, const char *name);
+void json_value(struct json_writer *w, json_t *v);
+void json_u64(struct json_writer *w, uint64_t v);
+void json_member(struct json_writer *w, const char *name, json_t *v);
+void json_member_u64(struct json_writer *w, const char *name, uint64_t v);
+/* A real written with at most digits significant digits (1..31). */
+void json_member_real(struct json_writer *w, const char *name, double v,
+                      int digits);
+/* A key, value or name as USAGE.md's "scan" says: "NAME" when it is whole
+ * bytes of valid UTF-8, "NAME_bits" when its length is not a multiple of
+ * 8, "NAME_hex" (lowercase) otherwise. */
+void json_member_bytes(struct json_writer *w, const char *name,
+                       const uint8_t *data, uint64_t bits);
 
 /* ---- build's input (kvseg_input.c) ------------------------------------- */
 

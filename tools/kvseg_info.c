@@ -26,6 +26,10 @@ int cmd_verify(int argc, char **argv)
 	}
 	if (files == 0)
 		return cli_usage("verify", "no segment given");
+	cli_args_init(&args, "verify", argc, argv);
+	while ((id = cli_args_next(&args, NULL, &path)) != ARG_END)
+		if (cli_refuse_stdout_input("verify", &path, 1))
+			return EXIT_USAGE;
 
 	cli_args_init(&args, "verify", argc, argv);
 	while ((id = cli_args_next(&args, NULL, &path)) != ARG_END) {
@@ -79,90 +83,119 @@ static void format_eighths(char out[32], uint64_t bits)
 	         fractions[bits % 8]);
 }
 
-static void stat_u64(bool json, bool *first, const char *name, uint64_t v)
+/* Where stat's fields go: text lines, or a JSON object. */
+struct stat_out {
+	bool json;
+	struct json_writer w;
+};
+
+static void stat_u64(struct stat_out *o, const char *name, uint64_t v)
 {
-	if (json)
-		printf("%s\"%s\":%llu", *first ? "" : ",", name,
-		       (unsigned long long)v);
+	if (o->json)
+		json_member_u64(&o->w, name, v);
 	else
 		printf("%-16s %llu\n", name, (unsigned long long)v);
-	*first = false;
 }
 
-/* A value printed as is: a JSON literal, or text. */
-static void stat_raw(bool json, bool *first, const char *name,
-                     const char *json_value, const char *text)
+/* A field that is not an unsigned integer: v in JSON, text as text. */
+static void stat_field(struct stat_out *o, const char *name, json_t *v,
+                       const char *text)
 {
-	if (json)
-		printf("%s\"%s\":%s", *first ? "" : ",", name, json_value);
-	else
+	if (o->json) {
+		json_member(&o->w, name, v);
+	} else {
 		printf("%-16s %s\n", name, text);
-	*first = false;
+		json_decref(v);
+	}
 }
 
-static void print_stat(const kvs_segment_info *info, bool json)
+static bool print_stat(const kvs_segment_info *info, bool json)
 {
 	static const char *const field_names[KVS_FIELD_COUNT] = {
 	    "lcp",
 	    "keylen",
 	    "vallen",
 	};
-	bool first = true;
-	char a[160], b[160];
+	struct strbuf sb = {0};
+	struct stat_out o = {.json = json};
+	char a[160];
+	bool ok = true;
 
+	json_writer_init(&o.w, &sb);
 	if (json)
-		putchar('{');
-	snprintf(a, sizeof a, "\"%s\"", mode_name(info));
-	stat_raw(json, &first, "mode", a, mode_name(info));
-	stat_u64(json, &first, "version", info->version);
-	stat_u64(json, &first, "restart_interval", info->restart_interval);
-	stat_u64(json, &first, "sequence", info->sequence);
-	stat_u64(json, &first, "records", info->records);
-	stat_u64(json, &first, "tombstones", info->tombstones);
-	stat_u64(json, &first, "restarts", info->restarts);
-	stat_u64(json, &first, "key_bits", info->key_bits);
-	format_eighths(a, info->key_bits);
-	stat_raw(json, &first, "key_bytes", a, a);
-	stat_u64(json, &first, "max_key_bits", info->max_key_bits);
-	stat_u64(json, &first, "value_bytes", info->value_bytes);
+		json_open(&o.w, '{');
+	stat_field(&o, "mode", json_string(mode_name(info)), mode_name(info));
+	stat_u64(&o, "version", info->version);
+	stat_u64(&o, "restart_interval", info->restart_interval);
+	stat_u64(&o, "sequence", info->sequence);
+	stat_u64(&o, "records", info->records);
+	stat_u64(&o, "tombstones", info->tombstones);
+	stat_u64(&o, "restarts", info->restarts);
+	stat_u64(&o, "key_bits", info->key_bits);
+	if (info->key_bits % 8 == 0) {
+		stat_u64(&o, "key_bytes", info->key_bits / 8);
+	} else if (json) {
+		/* eighths are exact in a double (17 digits: all of them) */
+		json_member_real(&o.w, "key_bytes", (double)info->key_bits / 8,
+		                 17);
+	} else {
+		format_eighths(a, info->key_bits);
+		stat_field(&o, "key_bytes", NULL, a);
+	}
+	stat_u64(&o, "max_key_bits", info->max_key_bits);
+	stat_u64(&o, "value_bytes", info->value_bytes);
 	if (info->profile == KVS_PROFILE_BIT) {
-		size_t an = 0, bn = 0;
+		json_t *codes = json ? json_object() : NULL;
+		size_t an = 0;
 
-		an += (size_t)snprintf(a, sizeof a, "{");
 		for (int i = 0; i < KVS_FIELD_COUNT; i++) {
 			char code[16];
 
 			kvs_code_spec_format(&info->codes[i], code);
 			code[15] = '\0';
-			an += (size_t)snprintf(a + an, sizeof a - an,
-			                       "%s\"%s\":\"%s\"", i ? "," : "",
-			                       field_names[i], code);
-			bn += (size_t)snprintf(b + bn, sizeof b - bn, "%s%s=%s",
+			if (codes && json_object_set_new(codes, field_names[i],
+			                                 json_string(code)))
+				o.w.ok = false;
+			an += (size_t)snprintf(a + an, sizeof a - an, "%s%s=%s",
 			                       i ? " " : "", field_names[i],
 			                       code);
 		}
-		snprintf(a + an, sizeof a - an, "}");
-		stat_raw(json, &first, "codes", a, b);
+		stat_field(&o, "codes", codes, a);
 	} else {
-		stat_raw(json, &first, "codes", "null",
-		         "- (byte profile: LEB128)");
+		stat_field(&o, "codes", json_null(),
+		           "- (byte profile: LEB128)");
 	}
-	stat_u64(json, &first, "stream_bits", info->stream_bits);
-	stat_u64(json, &first, "stream_bytes", info->stream_bytes);
-	stat_u64(json, &first, "ef_bytes", info->ef_bytes);
-	stat_u64(json, &first, "fence_bytes", info->fence_bytes);
-	stat_u64(json, &first, "other_bytes", info->other_bytes);
-	stat_u64(json, &first, "file_bytes", info->file_bytes);
+	stat_u64(&o, "stream_bits", info->stream_bits);
+	stat_u64(&o, "stream_bytes", info->stream_bytes);
+	stat_u64(&o, "ef_bytes", info->ef_bytes);
+	stat_u64(&o, "fence_bytes", info->fence_bytes);
+	stat_u64(&o, "other_bytes", info->other_bytes);
+	stat_u64(&o, "file_bytes", info->file_bytes);
 	if (info->records) {
-		snprintf(a, sizeof a, "%.3f",
-		         (double)info->file_bytes * 8 / (double)info->records);
-		stat_raw(json, &first, "bits_per_record", a, a);
+		double bits =
+		    (double)info->file_bytes * 8 / (double)info->records;
+
+		snprintf(a, sizeof a, "%.3f", bits);
+		if (json)
+			/* three decimals, as the text (15 digits: no
+			 * binary noise after them) */
+			json_member_real(
+			    &o.w, "bits_per_record",
+			    (double)(uint64_t)(bits * 1000 + 0.5) / 1000, 15);
+		else
+			stat_field(&o, "bits_per_record", NULL, a);
 	} else {
-		stat_raw(json, &first, "bits_per_record", "null",
-		         "- (no records)");
+		stat_field(&o, "bits_per_record", json_null(),
+		           "- (no records)");
 	}
-	if (json)
-		fputs("}\n", stdout);
+	if (json) {
+		json_close(&o.w, '}');
+		ok = o.w.ok && sb_putc(&sb, '\n');
+		if (ok)
+			fwrite(sb.data, 1, sb.len, stdout);
+	}
+	sb_free(&sb);
+	return ok;
 }
 
 int cmd_stat(int argc, char **argv)
@@ -190,12 +223,19 @@ int cmd_stat(int argc, char **argv)
 	}
 	if (!path)
 		return cli_usage("stat", "no segment given");
+	rc = cli_refuse_stdout_input("stat", &path, 1);
+	if (rc)
+		return rc;
 	rc = open_segment("stat", path, &seg);
 	if (rc)
 		return rc;
 	memset(&info, 0, sizeof info);
 	kvs_segment_info_get(seg, &info);
-	print_stat(&info, json);
+	if (!print_stat(&info, json)) {
+		kvs_segment_unref(seg);
+		cli_error("stat", NULL, "out of memory");
+		return EXIT_SYSTEM;
+	}
 	kvs_segment_unref(seg);
 	return cli_flush_stdout("stat");
 }

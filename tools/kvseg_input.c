@@ -9,9 +9,9 @@
  * once the next chunk, which starts with a copy of its beginning, holds all
  * of it. A few million records cost the input's size plus 40 bytes each,
  * and build can drop every chunk once their records are written (a run).
- * The JSON reader accepts exactly one flat object per line whose members
- * are strings or booleans; anything else is an error with its line and
- * column.
+ * JSON lines are parsed by jansson, one object per line, strictly (no
+ * duplicate members); the object's members are then checked against
+ * build's grammar, and the key and value decoded into the line's bytes.
  */
 #include "kvseg_cli.h"
 
@@ -179,7 +179,7 @@ static int input_error(enum input_format format, uint64_t number,
 static int input_error(enum input_format format, uint64_t number,
                        const char *fmt, ...)
 {
-	char message[160];
+	char message[320];
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -334,183 +334,6 @@ static int parse_nul(uint8_t *buf, size_t len, uint64_t *counter,
 
 /* ---- JSON lines -------------------------------------------------------- */
 
-struct json_line {
-	uint8_t *start; /* of the line, for columns */
-	uint8_t *end;   /* the newline or the end of input */
-	uint64_t number;
-	char why[128];
-};
-
-static bool json_fail(struct json_line *jl, const uint8_t *at, const char *fmt,
-                      ...) __attribute__((format(printf, 3, 4)));
-
-static bool json_fail(struct json_line *jl, const uint8_t *at, const char *fmt,
-                      ...)
-{
-	char message[96];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(message, sizeof message, fmt, ap);
-	va_end(ap);
-	snprintf(jl->why, sizeof jl->why, "column %zu: %s",
-	         (size_t)(at - jl->start) + 1, message);
-	return false;
-}
-
-static uint8_t *json_skip_space(uint8_t *p, const uint8_t *end)
-{
-	while (p < end && (*p == ' ' || *p == '\t' || *p == '\r'))
-		p++;
-	return p;
-}
-
-static int json_hex4(const uint8_t *p, const uint8_t *end)
-{
-	int v = 0;
-
-	if (end - p < 4)
-		return -1;
-	for (int i = 0; i < 4; i++) {
-		int d;
-		uint8_t c = p[i];
-
-		if (c >= '0' && c <= '9')
-			d = c - '0';
-		else if (c >= 'a' && c <= 'f')
-			d = c - 'a' + 10;
-		else if (c >= 'A' && c <= 'F')
-			d = c - 'A' + 10;
-		else
-			return -1;
-		v = v << 4 | d;
-	}
-	return v;
-}
-
-static uint8_t *put_utf8(uint8_t *o, uint32_t cp)
-{
-	if (cp < 0x80) {
-		*o++ = (uint8_t)cp;
-	} else if (cp < 0x800) {
-		*o++ = (uint8_t)(0xc0 | cp >> 6);
-		*o++ = (uint8_t)(0x80 | (cp & 0x3f));
-	} else if (cp < 0x10000) {
-		*o++ = (uint8_t)(0xe0 | cp >> 12);
-		*o++ = (uint8_t)(0x80 | (cp >> 6 & 0x3f));
-		*o++ = (uint8_t)(0x80 | (cp & 0x3f));
-	} else {
-		*o++ = (uint8_t)(0xf0 | cp >> 18);
-		*o++ = (uint8_t)(0x80 | (cp >> 12 & 0x3f));
-		*o++ = (uint8_t)(0x80 | (cp >> 6 & 0x3f));
-		*o++ = (uint8_t)(0x80 | (cp & 0x3f));
-	}
-	return o;
-}
-
-/*
- * A string starting at *pp (its opening quote), decoded to UTF-8 bytes
- * written from the quote onwards. Leaves *pp after the closing quote.
- */
-static bool json_string(struct json_line *jl, uint8_t **pp, size_t *len)
-{
-	uint8_t *p = *pp + 1, *out = *pp, *o = out;
-	const uint8_t *end = jl->end;
-
-	for (;;) {
-		uint8_t c;
-		int u, lo;
-		size_t n;
-
-		if (p == end)
-			return json_fail(jl, *pp, "unterminated string");
-		c = *p;
-		if (c == '"')
-			break;
-		if (c < 0x20)
-			return json_fail(jl, p,
-			                 "control character 0x%02x in a string "
-			                 "(escape it)",
-			                 c);
-		if (c >= 0x80) {
-			n = utf8_sequence_len(p, (size_t)(end - p));
-			if (n == 0)
-				return json_fail(
-				    jl, p,
-				    "invalid UTF-8 (use key_hex or "
-				    "value_hex for arbitrary bytes)");
-			memmove(o, p, n);
-			o += n;
-			p += n;
-			continue;
-		}
-		if (c != '\\') {
-			*o++ = c;
-			p++;
-			continue;
-		}
-		if (p + 1 == end)
-			return json_fail(jl, p, "unterminated string");
-		switch (p[1]) {
-		case '"':
-		case '\\':
-		case '/':
-			*o++ = p[1];
-			break;
-		case 'b':
-			*o++ = '\b';
-			break;
-		case 'f':
-			*o++ = '\f';
-			break;
-		case 'n':
-			*o++ = '\n';
-			break;
-		case 'r':
-			*o++ = '\r';
-			break;
-		case 't':
-			*o++ = '\t';
-			break;
-		case 'u':
-			u = json_hex4(p + 2, end);
-			if (u < 0)
-				return json_fail(jl, p,
-				                 "\\u needs four hex digits");
-			if (u >= 0xdc00 && u <= 0xdfff)
-				return json_fail(jl, p, "lone low surrogate");
-			if (u >= 0xd800 && u <= 0xdbff) {
-				if (end - p < 12 || p[6] != '\\' || p[7] != 'u')
-					return json_fail(
-					    jl, p,
-					    "high surrogate without a "
-					    "low one");
-				lo = json_hex4(p + 8, end);
-				if (lo < 0xdc00 || lo > 0xdfff)
-					return json_fail(
-					    jl, p,
-					    "high surrogate without a "
-					    "low one");
-				o = put_utf8(
-				    o, 0x10000 +
-				           ((uint32_t)(u - 0xd800) << 10) +
-				           (uint32_t)(lo - 0xdc00));
-				p += 12;
-				continue;
-			}
-			o = put_utf8(o, (uint32_t)u);
-			p += 6;
-			continue;
-		default:
-			return json_fail(jl, p, "bad escape in a string");
-		}
-		p += 2;
-	}
-	*pp = p + 1;
-	*len = (size_t)(o - out);
-	return true;
-}
-
 enum json_member {
 	M_KEY,
 	M_KEY_HEX,
@@ -525,171 +348,157 @@ static const char *const member_names[M_COUNT] = {
     "key", "key_hex", "key_bits", "value", "value_hex", "tombstone",
 };
 
-struct json_record {
-	bool seen[M_COUNT];
-	uint8_t *str[M_COUNT];
-	size_t len[M_COUNT];
-	bool tombstone;
-};
-
-static int json_member_index(const uint8_t *name, size_t len)
+/*
+ * The members of one line's object, checked against the grammar: known
+ * names, strings (tombstone: a boolean), one key, one value or a
+ * tombstone. jansson has parsed the line and found duplicates already.
+ */
+static bool json_members(json_t *obj, json_t *m[M_COUNT], char why[256])
 {
-	for (int i = 0; i < M_COUNT; i++) {
-		if (strlen(member_names[i]) == len &&
-		    memcmp(member_names[i], name, len) == 0)
-			return i;
+	const char *name;
+	json_t *v;
+	int keys, values;
+
+	if (!json_is_object(obj)) {
+		snprintf(why, 256, "not a JSON object (each line is one)");
+		return false;
 	}
-	return -1;
-}
+	json_object_foreach(obj, name, v)
+	{
+		int i = 0;
 
-static bool json_object(struct json_line *jl, struct json_record *jr)
-{
-	uint8_t *p = json_skip_space(jl->start, jl->end);
-	const uint8_t *end = jl->end;
-
-	if (p == end)
-		return json_fail(jl, p,
-		                 "blank line (each line is one JSON object)");
-	if (*p != '{')
-		return json_fail(jl, p, "expected '{'");
-	p = json_skip_space(p + 1, end);
-	if (p < end && *p == '}') {
-		p++;
-	} else {
-		for (;;) {
-			uint8_t *name, *at;
-			size_t name_len;
-			int m;
-
-			if (p == end || *p != '"')
-				return json_fail(jl, p,
-				                 "expected a member name");
-			name = at = p;
-			if (!json_string(jl, &p, &name_len))
-				return false;
-			m = json_member_index(name, name_len);
-			if (m < 0)
-				return json_fail(jl, at,
-				                 "unknown member (known: key, "
-				                 "key_hex, key_bits, value, "
-				                 "value_hex, tombstone)");
-			if (jr->seen[m])
-				return json_fail(jl, at, "'%s' given twice",
-				                 member_names[m]);
-			jr->seen[m] = true;
-			p = json_skip_space(p, end);
-			if (p == end || *p != ':')
-				return json_fail(jl, p, "expected ':'");
-			p = json_skip_space(p + 1, end);
-			at = p;
-			if (m == M_TOMBSTONE) {
-				if (end - p >= 4 && memcmp(p, "true", 4) == 0) {
-					jr->tombstone = true;
-					p += 4;
-				} else if (end - p >= 5 &&
-				           memcmp(p, "false", 5) == 0) {
-					p += 5;
-				} else {
-					return json_fail(
-					    jl, at,
-					    "'tombstone' must be true "
-					    "or false");
-				}
-			} else {
-				if (p == end || *p != '"')
-					return json_fail(
-					    jl, at, "'%s' must be a string",
-					    member_names[m]);
-				jr->str[m] = p;
-				if (!json_string(jl, &p, &jr->len[m]))
-					return false;
-			}
-			p = json_skip_space(p, end);
-			if (p < end && *p == ',') {
-				p = json_skip_space(p + 1, end);
-				continue;
-			}
-			if (p < end && *p == '}') {
-				p++;
-				break;
-			}
-			return json_fail(jl, p, "expected ',' or '}'");
+		while (i < M_COUNT && strcmp(member_names[i], name) != 0)
+			i++;
+		if (i == M_COUNT) {
+			snprintf(why, 256,
+			         "unknown member (known: key, key_hex, "
+			         "key_bits, value, value_hex, tombstone)");
+			return false;
 		}
+		if (i == M_TOMBSTONE ? !json_is_boolean(v)
+		                     : !json_is_string(v)) {
+			snprintf(why, 256,
+			         i == M_TOMBSTONE ? "'%s' must be true or false"
+			                          : "'%s' must be a string",
+			         name);
+			return false;
+		}
+		m[i] = v;
 	}
-	p = json_skip_space(p, end);
-	if (p != end)
-		return json_fail(jl, p, "text after the object");
-	return true;
-}
-
-/* Turns the members of one object into a record. */
-static bool json_to_record(struct json_line *jl, struct json_record *jr,
-                           struct record *r)
-{
-	int keys = jr->seen[M_KEY] + jr->seen[M_KEY_HEX] + jr->seen[M_KEY_BITS];
-	int values = jr->seen[M_VALUE] + jr->seen[M_VALUE_HEX];
-	char why[96];
-	uint64_t bits;
-	size_t n;
-
+	keys = !!m[M_KEY] + !!m[M_KEY_HEX] + !!m[M_KEY_BITS];
+	values = !!m[M_VALUE] + !!m[M_VALUE_HEX];
 	if (keys != 1) {
-		snprintf(jl->why, sizeof jl->why, "%s",
+		snprintf(why, 256, "%s",
 		         keys ? "more than one of key, key_hex, key_bits"
 		              : "no key (key, key_hex or key_bits)");
 		return false;
 	}
-	if (jr->tombstone && values) {
-		snprintf(jl->why, sizeof jl->why, "a tombstone has no value");
+	if (json_is_true(m[M_TOMBSTONE]) && values) {
+		snprintf(why, 256, "a tombstone has no value");
 		return false;
 	}
-	if (!jr->tombstone && values != 1) {
-		snprintf(jl->why, sizeof jl->why, "%s",
+	if (!json_is_true(m[M_TOMBSTONE]) && values != 1) {
+		snprintf(why, 256, "%s",
 		         values ? "both value and value_hex"
 		                : "no value (value, value_hex or "
 		                  "\"tombstone\": true)");
 		return false;
 	}
-	if (jr->seen[M_KEY]) {
-		r->key = jr->str[M_KEY];
-		bits = (uint64_t)jr->len[M_KEY] * 8;
-	} else if (jr->seen[M_KEY_HEX]) {
-		r->key = jr->str[M_KEY_HEX];
-		if (!text_decode_hex(r->key, jr->len[M_KEY_HEX],
-		                     jr->str[M_KEY_HEX], &n, why))
-			goto bad_key;
-		bits = (uint64_t)n * 8;
-	} else {
-		r->key = jr->str[M_KEY_BITS];
-		if (!text_decode_bits(r->key, jr->len[M_KEY_BITS],
-		                      jr->str[M_KEY_BITS], &bits, why))
-			goto bad_key;
+	return true;
+}
+
+/*
+ * Decodes the key or value member m (hex or bits as its name says) into
+ * out: the line's own bytes, which jansson no longer needs. A decoded
+ * string is never longer than its JSON text, so the key and the value
+ * both fit in the line.
+ */
+static bool json_field(json_t *m, int which, uint8_t *out, uint64_t *bits,
+                       char why[256])
+{
+	const uint8_t *text = (const uint8_t *)json_string_value(m);
+	size_t len = json_string_length(m), n;
+	char reason[96];
+
+	switch (which) {
+	case M_KEY:
+	case M_VALUE:
+		memcpy(out, text, len);
+		*bits = (uint64_t)len * 8;
+		return true;
+	case M_KEY_BITS:
+		if (text_decode_bits(text, len, out, bits, reason))
+			return true;
+		break;
+	default:
+		if (text_decode_hex(text, len, out, &n, reason)) {
+			*bits = (uint64_t)n * 8;
+			return true;
+		}
 	}
-	if (bits > KVS_MAX_KEY_BITS) {
-		snprintf(jl->why, sizeof jl->why,
-		         "key is %llu bits long; the limit is %llu",
-		         (unsigned long long)bits,
-		         (unsigned long long)KVS_MAX_KEY_BITS);
+	snprintf(why, 256, "%s: %s", member_names[which], reason);
+	return false;
+}
+
+/* One line [line, end) into the record r; false with why if it is bad. */
+static bool json_line(uint8_t *line, uint8_t *end, struct record *r,
+                      char why[256])
+{
+	json_t *m[M_COUNT] = {0}, *obj;
+	json_error_t err;
+	uint8_t *p = line;
+	uint64_t bits;
+	int key = M_KEY, value = M_VALUE;
+	bool ok = false;
+
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\r'))
+		p++;
+	if (p == end) {
+		snprintf(why, 256, "blank line (each line is one JSON object)");
 		return false;
 	}
-	r->key_bits = (uint32_t)bits;
-	r->kind = jr->tombstone ? KVS_KIND_TOMBSTONE : KVS_KIND_VALUE;
-	if (jr->seen[M_VALUE]) {
-		r->value = jr->str[M_VALUE];
-		r->value_len = jr->len[M_VALUE];
-	} else if (jr->seen[M_VALUE_HEX]) {
-		r->value = jr->str[M_VALUE_HEX];
-		if (!text_decode_hex(r->value, jr->len[M_VALUE_HEX],
-		                     jr->str[M_VALUE_HEX], &n, why)) {
-			snprintf(jl->why, sizeof jl->why, "value_hex: %s", why);
-			return false;
-		}
-		r->value_len = n;
+	/* \u0000 is a NUL byte in a key or value; jansson refuses it in a
+	 * member name. Duplicate members are errors, not last-wins. */
+	obj = json_loadb((const char *)line, (size_t)(end - line),
+	                 JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
+	if (!obj) {
+		snprintf(why, 256, "column %d: %s%s", err.column, err.text,
+		         json_error_code(&err) == json_error_invalid_utf8
+		             ? " (not UTF-8: use key_hex or value_hex for "
+		               "arbitrary bytes)"
+		             : "");
+		return false;
 	}
-	return true;
-bad_key:
-	snprintf(jl->why, sizeof jl->why, "%s: %s",
-	         jr->seen[M_KEY_HEX] ? "key_hex" : "key_bits", why);
-	return false;
+	if (!json_members(obj, m, why))
+		goto out;
+	while (!m[key])
+		key++;
+	if (!json_field(m[key], key, line, &bits, why))
+		goto out;
+	if (bits > KVS_MAX_KEY_BITS) {
+		snprintf(why, 256, "key is %llu bits long; the limit is %llu",
+		         (unsigned long long)bits,
+		         (unsigned long long)KVS_MAX_KEY_BITS);
+		goto out;
+	}
+	r->key = line;
+	r->key_bits = (uint32_t)bits;
+	r->kind = KVS_KIND_TOMBSTONE;
+	if (!json_is_true(m[M_TOMBSTONE])) {
+		uint8_t *at = line + (bits + 7) / 8;
+
+		if (!m[value])
+			value = M_VALUE_HEX;
+		if (!json_field(m[value], value, at, &bits, why))
+			goto out;
+		r->kind = KVS_KIND_VALUE;
+		r->value = at;
+		r->value_len = bits / 8;
+	}
+	ok = true;
+out:
+	json_decref(obj);
+	return ok;
 }
 
 static int parse_jsonl(uint8_t *buf, size_t len, uint64_t *number,
@@ -700,16 +509,13 @@ static int parse_jsonl(uint8_t *buf, size_t len, uint64_t *number,
 
 	while (p < end) {
 		uint8_t *eol = memchr(p, '\n', (size_t)(end - p));
-		struct json_line jl;
-		struct json_record jr = {0};
 		struct record r = {0};
+		char why[256];
 		int rc;
 
-		jl.start = p;
-		jl.end = eol ? eol : end;
-		jl.number = r.number = ++line;
-		if (!json_object(&jl, &jr) || !json_to_record(&jl, &jr, &r))
-			return input_error(INPUT_JSONL, line, "%s", jl.why);
+		r.number = ++line;
+		if (!json_line(p, eol ? eol : end, &r, why))
+			return input_error(INPUT_JSONL, line, "%s", why);
 		rc = push_or_fail(list, &r);
 		if (rc)
 			return rc;

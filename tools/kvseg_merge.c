@@ -340,9 +340,14 @@ int cmd_merge(int argc, char **argv)
 	else if (!rc && n == 0)
 		rc = cli_usage("merge", "no input segment given");
 	if (!rc)
+		rc = cli_refuse_directory_output("merge", out);
+	if (!rc)
 		rc = cli_refuse_input_as_output("merge", out,
 		                                (const char *const *)names, n,
 		                                false);
+	if (!rc)
+		rc = cli_refuse_stdout_input("merge",
+		                             (const char *const *)names, n);
 	if (!rc && !force && access(out, F_OK) == 0)
 		rc = cli_usage("merge",
 		               "%s exists: --force replaces it", out);

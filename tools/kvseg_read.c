@@ -4,7 +4,8 @@
  *
  * scan and dump print keys and values with the one encoder in
  * kvseg_text.c, so their TSV is build's input syntax and dump is
- * canonical. A key argument is decoded once; in the byte profile a key
+ * canonical; scan's JSON lines go through kvseg_json.c (jansson), in
+ * build's --input jsonl syntax. A key argument is decoded once; in the byte profile a key
  * whose length is not a whole number of bytes cannot be present, and its
  * lower bound among byte keys is that of the key padded with zero bits to
  * a byte, which is how scan seeks to it.
@@ -123,6 +124,9 @@ int cmd_get(int argc, char **argv)
 		return cli_usage("get", "needs SEG and KEY");
 	if (!decode_key_arg("get", "KEY", operands[1], &key))
 		return EXIT_USAGE;
+	rc = cli_refuse_stdout_input("get", operands, 1);
+	if (rc)
+		goto out;
 	rc = open_segment("get", operands[0], &seg);
 	if (rc)
 		goto out;
@@ -186,6 +190,8 @@ static bool format_record(struct strbuf *sb, enum output_format format,
                           const uint8_t *key, uint64_t key_bits, kvs_kind kind,
                           const uint8_t *value, size_t value_len)
 {
+	struct json_writer w;
+
 	if (format == OUTPUT_TSV) {
 		if (!text_encode(sb, key, key_bits))
 			return false;
@@ -195,17 +201,15 @@ static bool format_record(struct strbuf *sb, enum output_format format,
 			return false;
 		return sb_putc(sb, '\n');
 	}
-	if (!sb_putc(sb, '{') || !json_put_field(sb, "key", key, key_bits))
-		return false;
-	if (kind == KVS_KIND_TOMBSTONE) {
-		if (!sb_append(sb, ",\"tombstone\":true", 17))
-			return false;
-	} else if (!sb_putc(sb, ',') ||
-	           !json_put_field(sb, "value", value,
-	                           (uint64_t)value_len * 8)) {
-		return false;
-	}
-	return sb_append(sb, "}\n", 2);
+	json_writer_init(&w, sb);
+	json_open(&w, '{');
+	json_member_bytes(&w, "key", key, key_bits);
+	if (kind == KVS_KIND_TOMBSTONE)
+		json_member(&w, "tombstone", json_true());
+	else
+		json_member_bytes(&w, "value", value, (uint64_t)value_len * 8);
+	json_close(&w, '}');
+	return w.ok && sb_putc(sb, '\n');
 }
 
 /* Positions the cursor at the first record the filter may print. */
@@ -379,7 +383,7 @@ static int parse_scan_args(int argc, char **argv, struct scan_filter *f,
 	}
 	if (!*path)
 		return cli_usage("scan", "no segment given");
-	return EXIT_OK;
+	return cli_refuse_stdout_input("scan", path, 1);
 }
 
 int cmd_scan(int argc, char **argv)
@@ -425,6 +429,9 @@ int cmd_dump(int argc, char **argv)
 	}
 	if (!path)
 		return cli_usage("dump", "no segment given");
+	rc = cli_refuse_stdout_input("dump", &path, 1);
+	if (rc)
+		return rc;
 	rc = open_segment("dump", path, &seg);
 	if (rc)
 		return rc;

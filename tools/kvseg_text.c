@@ -1,12 +1,15 @@
 /*
  * kvseg_text.c — keys and values as text (docs/USAGE.md, "Keys and values
  * as text"): the escape syntax shared by TSV input and output, command-line
- * keys and dump, the \b bit-key syntax, and the JSON spellings.
+ * keys and dump, the \b bit-key syntax, and UTF-8 validity.
  *
  * One encoder writes every key and value kvseg prints, so the same bytes
  * always print the same way: that is what makes dump canonical and scan's
- * output valid input for build. Decoding never lengthens its input, so the
- * input parsers decode fields in place in the buffer that holds stdin.
+ * output valid input for build. Text stays text (UTF-8 prints as itself,
+ * so grep finds it); escaped are only the bytes TSV's syntax needs
+ * escaped, control characters, and bytes that are not UTF-8. Decoding
+ * never lengthens its input, so the input parsers decode fields in place
+ * in the buffer that holds stdin.
  */
 #include "kvseg_cli.h"
 
@@ -177,11 +180,21 @@ bool text_encode(struct strbuf *sb, const uint8_t *data, uint64_t bits)
 	if (!sb_reserve(sb, bits / 8 * 4))
 		return false;
 	p = sb->data + sb->len;
-	for (uint64_t i = 0; i < bits / 8; i++) {
+	for (size_t i = 0, n = (size_t)(bits / 8); i < n; i++) {
 		uint8_t c = data[i];
+		size_t seq;
 
 		if (c >= 0x20 && c < 0x7f && c != '\\') {
 			*p++ = c;
+			continue;
+		}
+		/* A character beyond ASCII stands for itself, unless it is
+		 * a C1 control (U+0080-U+009F, 0xc2 0x80-0x9f). */
+		seq = c >= 0x80 ? utf8_sequence_len(data + i, n - i) : 0;
+		if (seq && !(c == 0xc2 && data[i + 1] < 0xa0)) {
+			memcpy(p, data + i, seq);
+			p += seq;
+			i += seq - 1;
 			continue;
 		}
 		*p++ = '\\';
@@ -264,82 +277,13 @@ size_t utf8_sequence_len(const uint8_t *p, size_t n)
 	return need;
 }
 
-bool text_is_plain_utf8(const uint8_t *data, size_t len)
+bool utf8_valid(const uint8_t *data, size_t len)
 {
-	size_t i = 0;
-
-	while (i < len) {
-		size_t n;
-
-		if (data[i] < 0x20 || data[i] == 0x7f)
-			return false;
+	for (size_t i = 0, n; i < len; i += n) {
 		n = utf8_sequence_len(data + i, len - i);
 		if (n == 0)
 			return false;
-		i += n;
 	}
-	return true;
-}
-
-bool json_put_string(struct strbuf *sb, const uint8_t *data, size_t len)
-{
-	uint8_t *p;
-
-	if (!sb_reserve(sb, len * 6 + 2))
-		return false;
-	p = sb->data + sb->len;
-	*p++ = '"';
-	for (size_t i = 0; i < len; i++) {
-		uint8_t c = data[i];
-
-		if (c == '"' || c == '\\') {
-			*p++ = '\\';
-			*p++ = c;
-		} else if (c < 0x20 || c == 0x7f) {
-			memcpy(p, "\\u00", 4);
-			p[4] = (uint8_t)hex_digits[c >> 4];
-			p[5] = (uint8_t)hex_digits[c & 15];
-			p += 6;
-		} else {
-			*p++ = c;
-		}
-	}
-	*p++ = '"';
-	sb->len = (size_t)(p - sb->data);
-	return true;
-}
-
-bool json_put_field(struct strbuf *sb, const char *name, const uint8_t *data,
-                    uint64_t bits)
-{
-	size_t len = (size_t)(bits / 8);
-	uint8_t *p;
-
-	if (!sb_putc(sb, '"') || !sb_append(sb, name, strlen(name)))
-		return false;
-	if (bits % 8 == 0 && text_is_plain_utf8(data, len))
-		return sb_append(sb, "\":", 2) &&
-		       json_put_string(sb, data, len);
-	if (bits % 8) {
-		if (!sb_append(sb, "_bits\":\"", 8) ||
-		    !sb_reserve(sb, bits + 1))
-			return false;
-		p = sb->data + sb->len;
-		for (uint64_t i = 0; i < bits; i++)
-			*p++ =
-			    (uint8_t)('0' + (data[i / 8] >> (7 - i % 8) & 1));
-	} else {
-		if (!sb_append(sb, "_hex\":\"", 7) ||
-		    !sb_reserve(sb, len * 2 + 1))
-			return false;
-		p = sb->data + sb->len;
-		for (size_t i = 0; i < len; i++) {
-			*p++ = (uint8_t)hex_digits[data[i] >> 4];
-			*p++ = (uint8_t)hex_digits[data[i] & 15];
-		}
-	}
-	*p++ = '"';
-	sb->len = (size_t)(p - sb->data);
 	return true;
 }
 

@@ -8,6 +8,7 @@ packages=(
 	gcc g++ meson ninja-build pkg-config python3  # build, scripts
 	libfuse3-dev fuse3 libzstd-dev                # daemon, compression
 	nettle-dev                                    # SHA-256 of long names
+	libjansson-dev                                # JSON in kvseg and segfs
 	libcmocka-dev                                 # unit tests
 	clang libclang-rt-dev                         # libFuzzer targets
 	libsdsl-dev libisal-dev                       # benchmark peers

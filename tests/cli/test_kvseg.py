@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+import unicodedata
 
 KVSEG = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
 SEED = int(os.environ.get("KVSEG_TEST_SEED", random.randrange(1 << 32)))
@@ -112,16 +113,36 @@ def bytes_of(bits):
 SPECIAL = {0x5c: "\\\\", 0x09: "\\t", 0x0a: "\\n", 0x0d: "\\r", 0x00: "\\0"}
 
 
+def utf8_char_at(data, i):
+    """The character whose UTF-8 sequence starts at data[i], or None."""
+    for n in (1, 2, 3, 4):
+        try:
+            text = data[i:i + n].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if len(text) == 1:
+            return text
+    return None
+
+
 def escape(data):
-    """The canonical text of bytes (USAGE.md: what kvseg prints)."""
+    """The canonical text of bytes (USAGE.md: what kvseg prints): the five
+    named escapes, characters as themselves unless they are controls
+    (Unicode category Cc: C0, DEL, C1), every other byte as \\xHH."""
     out = []
-    for b in data:
+    i = 0
+    while i < len(data):
+        b = data[i]
+        ch = utf8_char_at(data, i)
         if b in SPECIAL:
             out.append(SPECIAL[b])
-        elif 0x20 <= b < 0x7f:
-            out.append(chr(b))
+        elif ch is not None and unicodedata.category(ch) != "Cc":
+            out.append(ch)
+            i += len(ch.encode("utf-8"))
+            continue
         else:
             out.append("\\x%02x" % b)
+        i += 1
     return "".join(out)
 
 
@@ -139,7 +160,7 @@ def canonical_line(key, value):
 
 def expected_dump(records):
     return "".join(canonical_line(k, records[k])
-                   for k in sorted(records)).encode("latin-1")
+                   for k in sorted(records)).encode("utf-8")
 
 
 def hexcase(h):
@@ -222,6 +243,12 @@ NASTY = [0x00, 0x09, 0x0a, 0x0d, 0x5c, 0xff, 0x80, ord("b"), ord("x"),
          ord("a")]
 
 
+# Characters for text values: UTF-8 that scan prints as text, controls
+# (C0, DEL, C1) that TSV escapes, and the bytes TSV's syntax escapes.
+TEXT = ["a", "é", "€", "𝄞", "ü", "\u2028", "\u0085", "\u009b", "\x7f",
+        "\t", "\n", "\r", "\\", "\"", "\x01", "\ufeff", "\U0010ffff"]
+
+
 def random_bytes(maxlen, nul=True):
     n = rng.randrange(maxlen + 1)
     out = bytearray()
@@ -238,6 +265,9 @@ def random_value(nul=True):
     if r < 0.3:
         return "héllo €𝄞 \"q\"".encode()[:rng.randrange(20)].decode(
             "utf-8", "ignore").encode()
+    if r < 0.45:
+        return "".join(rng.choice(TEXT) for _ in range(rng.randrange(12))
+                       ).encode("utf-8")
     return random_bytes(20, nul)
 
 
@@ -250,6 +280,9 @@ def random_records(n, profile, tombstones, nul=True):
         if profile == "bit" and rng.random() < 0.5:
             key = "".join(rng.choice("01")
                           for _ in range(rng.randrange(41)))
+        elif rng.random() < 0.2:
+            key = bits_of("".join(rng.choice(TEXT) for _ in
+                                  range(rng.randrange(5))).encode("utf-8"))
         else:
             key = bits_of(random_bytes(8, nul))
         if key in recs:
@@ -304,33 +337,43 @@ def test_help():
             expect_rc(v, 0, " ".join(args))
             check(v.out.startswith(b"Usage: kvseg " + verb.encode()),
                   " ".join(args) + " prints the usage", v)
-    r = kvseg("--version")
-    expect_rc(r, 0, "--version")
-    check(r.out.startswith(b"kvseg "), "--version names kvseg", r)
+    # The version is the project's, as meson.build gives it.
+    top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    with open(os.path.join(top, "meson.build")) as f:
+        version = re.search(r"version\s*:\s*'([^']+)'", f.read()).group(1)
+    for opt in ("--version", "-V"):
+        r = kvseg(opt)
+        expect_rc(r, 0, opt)
+        check(re.fullmatch(rb"kvseg %s \(segment format \d+\)\n"
+                           % re.escape(version.encode()), r.out) is not None
+              and r.err == "", opt + " prints the project's version", r)
+        r = kvseg("--help")
+        check(("kvseg %s" % opt).encode() in r.out, "--help names " + opt, r)
 
 
 def decode_jsonl_record(line):
+    """A record of scan --format jsonl, decoded by Python's json module;
+    the member names follow USAGE.md's rule (text for valid UTF-8)."""
     obj = json.loads(line)
     if "key_bits" in obj:
         key = obj.pop("key_bits")
         check(len(key) % 8 != 0, "key_bits only for keys of odd bit length")
     elif "key_hex" in obj:
         data = bytes.fromhex(obj.pop("key_hex"))
-        check(not plain_utf8(data), "key_hex only when key is not plain "
-              "UTF-8: %r" % data)
+        check(not valid_utf8(data), "key_hex only when key is not UTF-8: "
+              "%r" % data)
         key = bits_of(data)
     else:
         data = obj.pop("key").encode("utf-8")
-        check(plain_utf8(data), "key as text only when plain UTF-8")
         key = bits_of(data)
     if obj.pop("tombstone", False):
         value = None
     elif "value_hex" in obj:
         value = bytes.fromhex(obj.pop("value_hex"))
-        check(not plain_utf8(value), "value_hex only when not plain UTF-8")
+        check(not valid_utf8(value), "value_hex only when not UTF-8: %r"
+              % value)
     else:
         value = obj.pop("value").encode("utf-8")
-        check(plain_utf8(value), "value as text only when plain UTF-8")
     check(not obj, "no other members: %r" % obj)
     return key, value
 
@@ -345,12 +388,12 @@ def jsonl_lines(out):
     return lines[:-1]
 
 
-def plain_utf8(data):
+def valid_utf8(data):
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
         return False
-    return not any(b < 0x20 or b == 0x7f for b in data)
+    return True
 
 
 def test_modes_and_formats():
@@ -387,11 +430,52 @@ def test_modes_and_formats():
             r3 = kvseg("dump", again)
             check(r3.out == expected_dump(records),
                   what + ": scan | build keeps the records", r3)
+            r = kvseg("scan", seg, "--format", "jsonl")
+            r2 = kvseg("build", "--profile", profile, "--framing", framing,
+                       "--input", "jsonl", again, stdin=r.out)
+            expect_rc(r2, 0, what + ": build from scan --format jsonl")
+            r3 = kvseg("dump", again)
+            check(r3.out == expected_dump(records),
+                  what + ": scan --format jsonl | build --input jsonl "
+                  "keeps the records", r3)
             r = kvseg("stat", "--json", seg)
             st = json.loads(r.out)
             check(st["mode"] == "%s-%s" % (framing, profile) and
                   st["restart_interval"] == restart,
                   what + ": stat mode and restart interval", r)
+
+
+def test_text_output():
+    """Text stays text: TSV and JSON lines print UTF-8 as itself (so grep
+    finds it), escape controls, and fall back to \\x or hex for bytes
+    that are not UTF-8."""
+    cases = [  # key, value, TSV line, JSON object (Python's json as oracle)
+        (b"G\xc3\xbcrkan", b"line1\nline2",
+         "Gürkan\tline1\\nline2\n", {"key": "Gürkan", "value": "line1\nline2"}),
+        (b"n\x00l", b"\ttab\\\r\x7f",
+         "n\\0l\t\\ttab\\\\\\r\\x7f\n",
+         {"key": "n\x00l", "value": "\ttab\\\r\x7f"}),
+        (b"bad\xff", b"\xc3(", "bad\\xff\t\\xc3(\n",
+         {"key_hex": "626164ff", "value_hex": "c328"}),
+        (b"c1\xc2\x85", "\u2028€𝄞\"".encode(), "c1\\xc2\\x85\t\u2028€𝄞\"\n",
+         {"key": "c1\u0085", "value": "\u2028€𝄞\""}),
+    ]
+    seg = path("text.seg")
+    items = [(bits_of(k), v) for k, v, _, _ in cases]
+    build(seg, dict(items), items=items)
+    r = kvseg("dump", seg)
+    want = "".join(line for _, _, line, _ in
+                   sorted(cases, key=lambda c: c[0])).encode("utf-8")
+    check(r.rc == 0 and r.out == want, "dump prints text as text", r)
+    r = kvseg("scan", seg, "--format", "jsonl")
+    got = [json.loads(l) for l in jsonl_lines(r.out)]
+    check(got == [c[3] for c in sorted(cases, key=lambda c: c[0])],
+          "scan --format jsonl writes UTF-8 as JSON strings", r)
+    check(b"\\u0000" in r.out and b"\\n" in r.out,
+          "JSON escapes NUL and newline", r)
+    r = kvseg("scan", seg, "--prefix", "Gü")
+    check(r.out == "Gürkan\tline1\\nline2\n".encode(),
+          "a UTF-8 prefix on the command line", r)
 
 
 def test_dump_across_modes():
@@ -481,7 +565,7 @@ def test_scan_filters():
             r = kvseg("scan", seg, "--format", fmt, *args)
             if fmt == "tsv":
                 want = "".join(canonical_line(k, v)
-                               for k, v in keep).encode("latin-1")
+                               for k, v in keep).encode("utf-8")
                 ok = r.out == want
             else:
                 ok = [decode_jsonl_record(line)
@@ -541,13 +625,13 @@ def test_bad_input():
         ("jsonl", b'{"value":"a"}\n', "line 1", "no key"),
         ("jsonl", b'{"key":"a","key_hex":"61","value":""}\n', "line 1",
          "more than one"),
-        ("jsonl", b'{"key":"a","value":"","key":"b"}\n', "line 1", "twice"),
+        ("jsonl", b'{"key":"a","value":"","key":"b"}\n', "line 1", "duplicate"),
         ("jsonl", b'{"key":"a","value":"","extra":"b"}\n', "line 1",
          "unknown member"),
         ("jsonl", b'{"key":"a","value":"\xff"}\n', "line 1", "UTF-8"),
         ("jsonl", b'{"key":"a","value":"\\ud800"}\n', "line 1",
-         "surrogate"),
-        ("jsonl", b'{"key":"a","value":"x"} x\n', "line 1", "after the"),
+         "invalid Unicode"),
+        ("jsonl", b'{"key":"a","value":"x"} x\n', "line 1", "end of file expected"),
         ("jsonl", b'{"key":"a","value":"x"\n', "line 1", "expected"),
         ("jsonl", b'{"key_hex":"6","value":"x"}\n', "line 1", "odd"),
         ("jsonl", b'{"key_hex":"zz","value":"x"}\n', "line 1", "hex digit"),
@@ -555,7 +639,7 @@ def test_bad_input():
          "no value"),
         ("jsonl", b'{"key":"a","tombstone":"yes"}\n', "line 1",
          "true or false"),
-        ("jsonl", b'["key","a"]\n', "line 1", "expected '{'"),
+        ("jsonl", b'["key","a"]\n', "line 1", "not a JSON object"),
         ("jsonl", b'{"key":"a\tb","value":"x"}\n', "line 1",
          "control character"),
         ("jsonl", b'{"key":"a","value":"x"}\n{"key":null,"value":""}\n',
@@ -1738,7 +1822,8 @@ def test_catalog_first():
           "init names the segment, not notes.txt", r)
 
 
-TESTS = [test_help, test_modes_and_formats, test_dump_across_modes,
+TESTS = [test_help, test_modes_and_formats, test_text_output,
+         test_dump_across_modes,
          test_get, test_scan_filters, test_duplicates, test_bad_input,
          test_empty_and_bits, test_verify_and_corruption,
          test_damage_mid_stream, test_stat,
