@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "names.h"
 
 #ifndef SEGFS_VERSION
@@ -1660,6 +1661,7 @@ static const struct fuse_lowlevel_ops segfs_ops = {
 struct cli {
 	char *segdir;
 	char *sep;
+	char *log; /* -o log=syslog|FILE */
 	int tombstones, skip_bad, verify, mt, keep_retired;
 	double timeout, retire_after;
 	unsigned workers, queue, history;
@@ -1673,6 +1675,7 @@ static const struct fuse_opt cli_opts[] = {
     OPT("mt", mt),
     OPT("keep_retired", keep_retired),
     {"sep=%s", offsetof(struct cli, sep), 0},
+    {"log=%s", offsetof(struct cli, log), 0},
     {"workers=%u", offsetof(struct cli, workers), 0},
     {"queue=%u", offsetof(struct cli, queue), 0},
     {"history=%u", offsetof(struct cli, history), 0},
@@ -1724,8 +1727,71 @@ static void usage(const char *prog)
 	       "    -o retire_after=SECS  close a merged-away segment that\n"
 	       "                       open files still hold this long after\n"
 	       "                       the merge (default 60): they then fail\n"
-	       "                       with ESTALE, and its space is freed\n\n",
+	       "                       with ESTALE, and its space is freed\n"
+	       "    -o log=syslog|FILE where messages go once segfs has\n"
+	       "                       detached: syslog (the default) or\n"
+	       "                       lines appended to FILE; -f and -d\n"
+	       "                       keep them on stderr too\n\n",
 	       prog);
+}
+
+/* ---- messages of the mount (log.h) ------------------------------------- */
+
+/* libfuse's messages, once segfs has detached (by default it writes them
+ * to stderr, then /dev/null): into the log, limited (a read whose reply
+ * faults brings one each time). */
+static void fuse_log_to_log(enum fuse_log_level level, const char *fmt,
+                            va_list ap)
+{
+	if (level > FUSE_LOG_INFO)
+		return;
+	char msg[512];
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	size_t n = strlen(msg);
+	while (n && msg[n - 1] == '\n')
+		msg[--n] = '\0';
+	log_limited("libfuse", (int)level, "libfuse: %s", msg);
+}
+
+/* segfs has detached: stderr is /dev/null from now on. */
+static void log_daemon(void)
+{
+	log_detached();
+	fuse_set_log_func(fuse_log_to_log);
+}
+
+static void log_mounted(const char *mnt, bool mt)
+{
+	snap *cur = snap_current();
+	char sep[8] = "";
+	if (S.sep >= 0)
+		snprintf(sep, sizeof sep, " sep=%c", S.sep);
+	log_msg(LOG_NOTICE,
+	        "mounted at %s: catalog generation %" PRIu64 ", %zu "
+	        "segments; %s%s%s%s%s%s%s, workers=%u queue=%u history=%u "
+	        "retire_after=%g timeout=%.0f, messages to %s",
+	        mnt, cur->generation, cur->n,
+	        kvs_catalog_read_only(S.cat) ? "read-only, " : "",
+	        mt ? "mt" : "single-threaded", S.verify ? " verify" : "",
+	        S.skip_bad ? " skip_bad" : "",
+	        S.tombstones ? " tombstones" : "",
+	        S.keep_retired ? " keep_retired" : "", sep, S.workers,
+	        S.queue, S.history, S.retire_after, S.timeout,
+	        log_where());
+	snap_unref(cur, 1);
+}
+
+/* ret: what the session loop returned (a signal's number, 0, -errno). */
+static void log_unmounted(const char *mnt, int ret)
+{
+	if (ret > 0)
+		log_msg(LOG_NOTICE, "unmounted from %s (SIG%s)", mnt,
+		        sigabbrev_np(ret) ? sigabbrev_np(ret) : "?");
+	else if (ret == 0)
+		log_msg(LOG_NOTICE, "unmounted from %s", mnt);
+	else
+		log_msg(LOG_ERR, "unmounted from %s after an error%s%s", mnt,
+		        ret < -1 ? ": " : "", ret < -1 ? strerror(-ret) : "");
 }
 
 /*
@@ -1758,6 +1824,7 @@ int main(int argc, char *argv[])
 	                  .history = 1024};
 	struct fuse_cmdline_opts opts;
 	int ret = 1;
+	char *mnt = NULL; /* the mount point, absolute, for the log */
 
 	if (fuse_opt_parse(&args, &cli, cli_opts, cli_proc) != 0)
 		return 2;
@@ -1840,6 +1907,15 @@ int main(int argc, char *argv[])
 	S.workers = cli.workers;
 	S.queue = cli.queue;
 	S.history = cli.history;
+	/* before anything is logged, and before the daemon changes to / */
+	mnt = realpath(opts.mountpoint, NULL);
+	if (!mnt)
+		mnt = strdup(opts.mountpoint);
+	int le = log_setup(cli.log, opts.foreground, S.segdir);
+	if (le) {
+		fprintf(stderr, "segfs: -o log=%s: %s\n", cli.log, strerror(le));
+		goto out_args;
+	}
 	/* before the first segment is opened: see guard.h */
 	if (guard_install() != 0) {
 		fprintf(stderr, "segfs: sigaction: %s\n", strerror(errno));
@@ -1858,6 +1934,9 @@ int main(int argc, char *argv[])
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
 		goto out_signals;
 	fuse_daemonize(opts.foreground);
+	if (!opts.foreground)
+		log_daemon();
+	log_mounted(mnt ? mnt : "?", cli.mt && !opts.singlethread);
 	/* threads after the fork of fuse_daemonize */
 	S.se = se;
 	int e = retire_start();
@@ -1865,14 +1944,14 @@ int main(int argc, char *argv[])
 		e = control_start();
 	if (!e && (e = state_watch_start()) != 0) {
 		/* serve on; only other processes' changes go unseen */
-		fprintf(stderr,
-		        "segfs: cannot watch %s for catalog changes (%s); "
-		        "changes by other processes will not be served\n",
+		log_msg(LOG_WARNING,
+		        "cannot watch %s for catalog changes (%s); "
+		        "changes by other processes will not be served",
 		        S.segdir, strerror(e));
 		e = 0;
 	}
 	if (e) {
-		fprintf(stderr, "segfs: starting threads: %s\n", strerror(e));
+		log_msg(LOG_ERR, "starting threads: %s", strerror(e));
 		ret = -1;
 		goto out_threads;
 	}
@@ -1888,6 +1967,7 @@ int main(int argc, char *argv[])
 		fuse_loop_cfg_destroy(cfg);
 	}
 out_threads:
+	log_unmounted(mnt ? mnt : "?", ret);
 	ret = ret < 0 ? 1 : 0;
 	/* no more notifications: nobody would answer what they may wait
 	 * for */
@@ -1903,9 +1983,12 @@ out_session:
 out_unload:
 	state_unload();
 out_args:
+	log_close();
+	free(mnt);
 	free(opts.mountpoint);
 	free(cli.segdir);
 	free(cli.sep);
+	free(cli.log);
 	fuse_opt_free_args(&args);
 	return ret;
 }

@@ -5,6 +5,7 @@
  */
 #include "segfs.h"
 #include "guard.h"
+#include "log.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -136,8 +137,7 @@ void slot_die(slot *s)
 		if (lstat(path, &sb) == 0 && sb.st_ino == s->st.st_ino &&
 		    sb.st_dev == s->st.st_dev && unlink(path) < 0 &&
 		    errno != ENOENT)
-			fprintf(stderr, "segfs: %s: %s\n", path,
-			        strerror(errno));
+			log_msg(LOG_WARNING, "%s: %s", path, strerror(errno));
 	}
 }
 
@@ -352,7 +352,7 @@ static int snap_build(const snap *cur, snap **out, kvs_error *err)
 		kvs_error oerr;
 		rc = slot_open(i, &s, &oerr);
 		if (rc && S.skip_bad) {
-			fprintf(stderr, "segfs: skipping bad segment: %s\n",
+			log_msg(LOG_WARNING, "skipping bad segment: %s",
 			        oerr.message);
 			rc = 0;
 			continue;
@@ -483,9 +483,9 @@ static void recover_marks(void)
 		struct stat sb;
 		bool link = errno == ELOOP && lstat(lock, &sb) == 0 &&
 		            S_ISLNK(sb.st_mode);
-		fprintf(stderr,
-		        "segfs: %s: %s (what a merge killed earlier "
-		        "left is not removed)\n",
+		log_msg(LOG_WARNING,
+		        "%s: %s (what a merge killed earlier "
+		        "left is not removed)",
 		        lock,
 		        link ? "a symbolic link, not a lock file (remove it)"
 		             : strerror(errno));
@@ -505,22 +505,22 @@ void state_load(void)
 	                           KVS_CATALOG_NO_CHECK |
 	                               KVS_CATALOG_MAY_READ_ONLY,
 	                           &err) != KVS_OK) {
-		fprintf(stderr, "segfs: %s\n", err.message);
+		log_msg(LOG_ERR, "%s", err.message);
 		exit(1);
 	}
 	if (kvs_catalog_read_only(S.cat))
-		fprintf(stderr,
-		        "segfs: %s cannot be written: shown as it is, "
-		        "and control/merge refuses requests\n",
+		log_msg(LOG_WARNING,
+		        "%s cannot be written: shown as it is, "
+		        "and control/merge refuses requests",
 		        S.segdir);
 	if (stat(S.segdir, &S.dir_st) < 0) {
-		fprintf(stderr, "segfs: %s: %s\n", S.segdir, strerror(errno));
+		log_msg(LOG_ERR, "%s: %s", S.segdir, strerror(errno));
 		exit(1);
 	}
 	recover_marks();
 	snap *sn;
 	if (snap_build(NULL, &sn, &err) != 0) {
-		fprintf(stderr, "segfs: %s\n", err.message);
+		log_msg(LOG_ERR, "%s", err.message);
 		exit(1);
 	}
 	atomic_store(&S.current, sn);
