@@ -1213,7 +1213,8 @@ static void remove_merge_temp(const char *out)
 /* A read of an input faulted during j's merge: the input is damaged. */
 static kvs_status merge_fault(job *j)
 {
-	slot *s = slot_damage_at(guard_fault_addr);
+	uint64_t off;
+	slot *s = slot_damage_at(guard_fault_addr, &off);
 	set_error(j,
 	          "%s: " DAMAGED_WHY " (a read of it failed): nothing was "
 	          "merged",

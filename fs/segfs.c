@@ -163,11 +163,114 @@ static uint32_t scope_id(const dirref *d, size_t i)
 	return d->sc.view ? d->sn->live[i] : (uint32_t)d->sc.id;
 }
 
+/* ---- why a request fails with EIO --------------------------------------
+ * Every EIO a request gets because of a segment is logged where it
+ * arises, naming the segment, what the request was and the reason (log.h;
+ * at most LOG_BURST a minute per segment, so that a reader looping over
+ * a damaged segment cannot flood the log). The request is noted by the
+ * operations that read segments (req_note). */
+
+static _Thread_local struct {
+	const char *op;   /* "lookup", "read", ... */
+	fuse_ino_t ino;   /* its inode; a lookup's: the directory */
+	const char *name; /* a lookup's name, else NULL */
+} req_now;
+
+static void req_note(const char *op, fuse_ino_t ino, const char *name)
+{
+	req_now.op = op;
+	req_now.ino = ino;
+	req_now.name = name;
+}
+
+/* The inode of the request, for a message. */
+static void describe_ino(char *out, size_t cap, fuse_ino_t ino)
+{
+	uint64_t low = ino_low(ino);
+	const slot *s;
+	scope sc;
+	uint8_t *prefix;
+	size_t plen;
+	switch (ino_kind(ino)) {
+	case K_VIEWDIR:
+		snprintf(out, cap, "view/");
+		return;
+	case K_SEGDIR:
+		s = slot_get(low);
+		snprintf(out, cap, "segments/%s/", s ? s->name : "?");
+		return;
+	case K_SEGKEY:
+	case K_VIEWKEY:
+		s = slot_get(low >> ORD_BITS);
+		snprintf(out, cap, "record %" PRIu64 " of %s (a key file of %s)",
+		         low & ORD_MASK, s ? s->name : "?",
+		         ino_kind(ino) == K_VIEWKEY ? "view/" : "segments/");
+		return;
+	case K_PREFIX:
+		if (ptab_get(low, &sc, &prefix, &plen) == 0) {
+			char esc[256];
+			s = sc.view ? NULL : slot_get(sc.id);
+			snprintf(out, cap, "the directory of keys \"%s\" in %s%s%s",
+			         log_escape(esc, sizeof esc, prefix, plen),
+			         sc.view ? "view/" : "segments/",
+			         s ? s->name : "", s ? "/" : "");
+			free(prefix);
+			return;
+		}
+		break;
+	default:
+		break;
+	}
+	snprintf(out, cap, "inode %#" PRIx64, (uint64_t)ino);
+}
+
+/* Logs why this thread's request fails with EIO because of segment s
+ * (NULL: one of view/'s); returns EIO. */
+static int eio(const slot *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int eio(const slot *s, const char *fmt, ...)
+{
+	char why[512], what[400], name[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof why, fmt, ap);
+	va_end(ap);
+	describe_ino(what, sizeof what, req_now.ino);
+	const char *seg = s ? s->name : "view/";
+	if (req_now.name)
+		log_limited(seg, LOG_ERR,
+		            "%s: EIO to a lookup of \"%s\" in %s: %s", seg,
+		            log_escape(name, sizeof name, req_now.name,
+		                       strlen(req_now.name)),
+		            what, why);
+	else
+		log_limited(seg, LOG_ERR, "%s: EIO to a %s of %s: %s", seg,
+		            req_now.op ? req_now.op : "request", what, why);
+	return EIO;
+}
+
+/* A damaged slot's EIO (guard.h). */
+static int eio_damaged(const slot *s)
+{
+	return eio(s, "the segment is damaged: a read of its mapping failed "
+	              "(SIGBUS) earlier: " DAMAGED_WHY);
+}
+
+/* The errno of a core status from slot s (NULL: one of view/'s), an EIO
+ * logged, what the step that failed was. */
+static int kvs_fail(const slot *s, kvs_status st, const char *what)
+{
+	int e = kvs_errno(st);
+	return e == EIO ? eio(s, "%s: %s (the segment's data is damaged)",
+	                      what, kvs_strerror(st))
+	                : e;
+}
+
 /* Why slot s has no cursor for this thread: damaged (guard.h), out of
  * memory, or `gone`. */
 static int no_cursor_errno(const slot *s, int gone)
 {
-	return slot_damaged(s) ? EIO : slot_alive(s) ? ENOMEM : gone;
+	return slot_damaged(s) ? eio_damaged(s) : slot_alive(s) ? ENOMEM : gone;
 }
 
 /* This thread's cursors on the scope's segments (oldest first, in a
@@ -190,13 +293,20 @@ static int scope_cursors(const dirref *d, kvs_cursor ***out, size_t *n)
 	return 0;
 }
 
-/* Is a segment of the directory's scope damaged (guard.h)? */
-static bool scope_damaged(const dirref *d)
+/* A damaged segment of the directory's scope (guard.h), or NULL. */
+static const slot *scope_damaged(const dirref *d)
 {
 	for (size_t i = 0; i < scope_count(d); i++)
 		if (slot_damaged(slot_get(scope_id(d, i))))
-			return true;
-	return false;
+			return slot_get(scope_id(d, i));
+	return NULL;
+}
+
+/* kvs_fail for a step over the directory's scope: its segment, or (in
+ * view/) one of them. */
+static int scope_fail(const dirref *d, kvs_status st, const char *what)
+{
+	return kvs_fail(d->sc.view ? NULL : slot_get(d->sc.id), st, what);
 }
 
 /* Are all the segments of the directory's scope open? */
@@ -216,8 +326,9 @@ static bool scope_tombstones(const dirref *d)
 /* A composed cursor of the directory's own (for open directories). */
 static int scope_open(const dirref *d, vcursor *vc)
 {
-	if (scope_damaged(d))
-		return EIO;
+	const slot *bad = scope_damaged(d);
+	if (bad)
+		return eio_damaged(bad);
 	size_t k = scope_count(d);
 	kvs_segment **segs = calloc(k ? k : 1, sizeof *segs);
 	if (!segs)
@@ -251,11 +362,13 @@ static int scope_lookup(const dirref *d, const uint8_t *key, uint64_t bits,
 		uint32_t id = scope_id(d, k);
 		kvs_cursor *c = slot_cursor(slot_get(id));
 		if (!c)
-			return slot_damaged(slot_get(id)) ? EIO : ENOENT;
+			return slot_damaged(slot_get(id))
+			           ? eio_damaged(slot_get(id))
+			           : ENOENT;
 		bool hit = false;
 		kvs_status st = kvs_cursor_lookup(c, key, bits, &hit);
 		if (st != KVS_OK)
-			return kvs_errno(st);
+			return kvs_fail(slot_get(id), st, "looking a key up");
 		if (!hit)
 			continue;
 		if (kvs_cursor_kind(c) == KVS_KIND_TOMBSTONE &&
@@ -295,7 +408,7 @@ static int scope_has_prefix(const dirref *d, const uint8_t *p, size_t plen,
 		*yes = has_prefix(key, bits, p, plen);
 	}
 	free(c);
-	return kvs_errno(st);
+	return scope_fail(d, st, "seeking a key prefix");
 }
 
 /* ---- attributes -------------------------------------------------------------------- */
@@ -362,9 +475,9 @@ static int key_at(uint64_t id, uint64_t ord, kvs_cursor **out)
 	}
 	kvs_status st = kvs_cursor_seek_ordinal(c, ord);
 	if (st != KVS_OK)
-		return kvs_errno(st);
+		return kvs_fail(s, st, "seeking its record");
 	if (!kvs_cursor_valid(c))
-		return EIO;
+		return eio(s, "its record is past the segment's end");
 	*out = c;
 	return 0;
 }
@@ -635,7 +748,7 @@ static int dir_find(const dirref *d, const char *name, size_t len,
 	}
 	free(cs);
 	if (!err)
-		err = kvs_errno(st);
+		err = scope_fail(d, st, "scanning keys for a long name");
 out:
 	free(key);
 	return err;
@@ -908,7 +1021,8 @@ segfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	size_t len;
 	kvs_status ks = kvs_cursor_value(c, &value, &len);
 	if (ks != KVS_OK) {
-		fuse_reply_err(req, kvs_errno(ks));
+		fuse_reply_err(req, kvs_fail(slot_get(ino_low(ino) >> ORD_BITS),
+		                             ks, "decoding its value"));
 		return;
 	}
 	reply_slice(req, (const char *)value, len, size, off);
@@ -1009,6 +1123,7 @@ static void segfs_opendir(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	req_note("opendir", ino, NULL);
 	int err = dir_resolve(ino, &h->d);
 	if (!err && (err = scope_open(&h->d, &h->vc)) != 0)
 		dir_release(&h->d);
@@ -1072,13 +1187,14 @@ static int dir_position(dirh *h, off_t off)
 		         ? vc_seek_ordinal(&h->vc, 0)
 		         : vc_seek(&h->vc, d->prefix, (uint64_t)d->plen * 8,
 		                   false);
-		return kvs_errno(st);
+		return scope_fail(d, st, "starting the listing");
 	}
 	uint64_t pos = (uint64_t)off - OFF_ENTRIES;
 	uint32_t s = (uint32_t)(pos >> ORD_BITS);
 	uint64_t ord = pos & ORD_MASK;
 	if (!d->sc.view && S.sep < 0)
-		return kvs_errno(vc_seek_ordinal(&h->vc, ord + 1));
+		return scope_fail(d, vc_seek_ordinal(&h->vc, ord + 1),
+		                  "resuming the listing");
 	kvs_cursor *c = NULL;
 	int err = key_at(s, ord, &c);
 	if (err)
@@ -1094,7 +1210,8 @@ static int dir_position(dirh *h, off_t off)
 	const uint8_t *sp =
 	    S.sep >= 0 ? memchr(rest, S.sep, (bits / 8) - d->plen) : NULL;
 	if (!sp)
-		return kvs_errno(vc_seek(&h->vc, key, bits, true));
+		return scope_fail(d, vc_seek(&h->vc, key, bits, true),
+		                  "resuming the listing");
 	/* the entry was a directory: continue after its prefix */
 	size_t n = (size_t)(sp - key) + 1;
 	uint8_t *p = malloc(n);
@@ -1106,7 +1223,7 @@ static int dir_position(dirh *h, off_t off)
 	else
 		st = (h->vc.winner = -1, KVS_OK);
 	free(p);
-	return kvs_errno(st);
+	return scope_fail(d, st, "resuming the listing");
 }
 
 /* Adds one entry to buf in the readdir or readdirplus form; returns its
@@ -1213,8 +1330,9 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	dirref *d = &h->d;
 	/* a fault under vc marked a segment of the scope damaged: the
 	 * listing's cursors are not used again */
-	if (scope_damaged(d)) {
-		fuse_reply_err(req, EIO);
+	const slot *bad = scope_damaged(d);
+	if (bad) {
+		fuse_reply_err(req, eio_damaged(bad));
 		return;
 	}
 	/* a retired segment of the scope was closed (-o retire_after): the
@@ -1295,7 +1413,10 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			break;
 		}
 		if (!dir_above_last(h, key, bits)) {
-			err = EIO; /* damaged: it would go round */
+			/* damaged: it would go round */
+			err = eio(d->sc.view ? NULL : slot_get(d->sc.id),
+			          "the listing reached a key not above the one "
+			          "before it (the segment's data is damaged)");
 			break;
 		}
 		uint32_t s = vc_slot(d, &h->vc);
@@ -1382,7 +1503,7 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	free(tmp);
 	if (!err && ks != KVS_OK)
-		err = kvs_errno(ks);
+		err = scope_fail(d, ks, "listing");
 	if (!err && !vc_valid(&h->vc))
 		h->next_off = off; /* at the end: a resume adds nothing */
 done:
@@ -1566,14 +1687,19 @@ static void segfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
  * then fails, not this process). */
 static void fault_reply(fuse_req_t req)
 {
-	slot_damage_at(guard_fault_addr);
-	fuse_reply_err(req, EIO);
+	uint64_t off;
+	slot *s = slot_damage_at(guard_fault_addr, &off);
+	fuse_reply_err(req, eio(s,
+	                        "reading byte %" PRIu64 " of its mapping "
+	                        "failed (SIGBUS): " DAMAGED_WHY,
+	                        off));
 }
 
 static void guarded_lookup(fuse_req_t req, fuse_ino_t parent,
                            const char *name)
 {
 	tls_enter();
+	req_note("lookup", parent, name);
 	GUARDED(fault_reply(req), segfs_lookup(req, parent, name));
 	tls_leave();
 }
@@ -1582,6 +1708,7 @@ static void guarded_getattr(fuse_req_t req, fuse_ino_t ino,
                             struct fuse_file_info *fi)
 {
 	tls_enter();
+	req_note("getattr", ino, NULL);
 	GUARDED(fault_reply(req), segfs_getattr(req, ino, fi));
 	tls_leave();
 }
@@ -1590,6 +1717,7 @@ static void guarded_read(fuse_req_t req, fuse_ino_t ino, size_t size,
                          off_t off, struct fuse_file_info *fi)
 {
 	tls_enter();
+	req_note("read", ino, NULL);
 	GUARDED(fault_reply(req), segfs_read(req, ino, size, off, fi));
 	tls_leave();
 }
@@ -1598,6 +1726,7 @@ static void guarded_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
                             off_t off, struct fuse_file_info *fi)
 {
 	tls_enter();
+	req_note("listing", ino, NULL);
 	GUARDED(fault_reply(req),
 	        do_readdir(req, ino, size, off, fi, false));
 	tls_leave();
@@ -1607,6 +1736,7 @@ static void guarded_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
                                 off_t off, struct fuse_file_info *fi)
 {
 	tls_enter();
+	req_note("listing", ino, NULL);
 	GUARDED(fault_reply(req),
 	        do_readdir(req, ino, size, off, fi, true));
 	tls_leave();
@@ -1616,6 +1746,7 @@ static void guarded_getxattr(fuse_req_t req, fuse_ino_t ino,
                              const char *name, size_t size)
 {
 	tls_enter();
+	req_note("getxattr", ino, NULL);
 	GUARDED(fault_reply(req), segfs_getxattr(req, ino, name, size));
 	tls_leave();
 }
@@ -1623,6 +1754,7 @@ static void guarded_getxattr(fuse_req_t req, fuse_ino_t ino,
 static void guarded_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	tls_enter();
+	req_note("listxattr", ino, NULL);
 	GUARDED(fault_reply(req), segfs_listxattr(req, ino, size));
 	tls_leave();
 }

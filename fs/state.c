@@ -836,7 +836,7 @@ void tls_leave(void)
 	}
 }
 
-slot *slot_damage_at(const void *addr)
+slot *slot_damage_at(const void *addr, uint64_t *off_out)
 {
 	slot *found = NULL;
 	uint64_t off = 0;
@@ -848,17 +848,17 @@ slot *slot_damage_at(const void *addr)
 	}
 	pthread_mutex_unlock(&S.lock);
 	if (!found) {
-		fprintf(stderr, "segfs: SIGBUS at %p, outside every segment\n",
-		        addr);
+		log_msg(LOG_CRIT, "SIGBUS at %p, outside every segment", addr);
 		abort();
 	}
 	if (!atomic_exchange(&found->damaged, true))
-		fprintf(stderr,
-		        "segfs: %s: reading byte %" PRIu64 " of its mapping "
+		log_msg(LOG_ERR,
+		        "%s: reading byte %" PRIu64 " of its mapping "
 		        "failed (SIGBUS): " DAMAGED_WHY "; its keys (and "
 		        "view/ while it is live) now fail with EIO, and merges "
-		        "of it fail\n",
+		        "of it fail",
 		        found->name, off);
+	*off_out = off;
 	return found;
 }
 
