@@ -643,6 +643,12 @@ int state_reload_locked(kvs_error *err)
 			retire_slot_locked(slot_get(old->live[i]));
 	atomic_store(&S.current, now);
 	pthread_mutex_unlock(&S.lock);
+	for (size_t i = 0; i < old->n; i++) /* old holds them still */
+		if (!has_slot(marks, 1, now, old->live[i]))
+			log_msg(LOG_INFO,
+			        "%s retired: catalog generation %" PRIu64
+			        " no longer names it",
+			        slot_get(old->live[i])->name, now->generation);
 	invalidate(old, now, marks);
 	free(marks);
 	pthread_mutex_lock(&S.lock);
@@ -690,11 +696,21 @@ static void *watch_main(void *arg)
 			continue;
 		kvs_error err;
 		pthread_mutex_lock(&S.publish);
+		/* segfs's own merges reload before they let go of
+		 * S.publish: a new generation here is another process's */
+		uint64_t was = atomic_load(&S.current)->generation;
 		if (state_reload_locked(&err) != 0)
-			fprintf(stderr,
-			        "segfs: the catalog changed but cannot be "
-			        "served: %s\n",
+			log_msg(LOG_ERR,
+			        "the catalog changed but cannot be "
+			        "served: %s",
 			        err.message);
+		else if (atomic_load(&S.current)->generation != was)
+			log_msg(LOG_NOTICE,
+			        "serving catalog generation %" PRIu64
+			        " (was %" PRIu64 "), which another process "
+			        "published: %zu segments",
+			        atomic_load(&S.current)->generation, was,
+			        atomic_load(&S.current)->n);
 		pthread_mutex_unlock(&S.publish);
 	}
 	return NULL;
