@@ -40,7 +40,8 @@ typedef struct limit {
 static struct {
 	pthread_mutex_t lock;
 	bool to_stderr, to_syslog, syslog_later;
-	int fd; /* -o log=FILE, or -1 */
+	int fd; /* -o log=FILE (or stderr's copy: log=stderr), or -1 */
+	bool fd_is_stderr; /* log=stderr: fd only once stderr is gone */
 	char where[2 * PATH_MAX + 2]; /* "syslog", "stderr" or FILE's absolute path */
 	const char *segdir;
 	limit lim[LIMIT_KEYS];
@@ -53,6 +54,16 @@ int log_setup(const char *where, bool foreground, const char *segdir)
 	L.to_stderr = true;
 	snprintf(L.where, sizeof L.where, "%s",
 	         where || !foreground ? "syslog" : "stderr");
+	if (where && strcmp(where, "stderr") == 0) {
+		/* the stderr segfs was started with, kept across the
+		 * daemon's redirection of fd 2 to /dev/null */
+		L.fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
+		if (L.fd < 0)
+			return errno;
+		L.fd_is_stderr = true;
+		snprintf(L.where, sizeof L.where, "stderr");
+		return 0;
+	}
 	if (where && strcmp(where, "syslog") != 0) {
 		L.fd = open(where, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
 		                       O_NOCTTY,
@@ -148,7 +159,7 @@ static void emit_locked(int level, const char *msg)
 	const char *dir = L.segdir ? L.segdir : "-";
 	if (L.to_syslog)
 		syslog(level, "%s: %s", dir, line);
-	if (L.fd >= 0) {
+	if (L.fd >= 0 && !(L.fd_is_stderr && L.to_stderr)) {
 		struct timespec ts;
 		struct tm tm;
 		clock_gettime(CLOCK_REALTIME, &ts);

@@ -35,10 +35,12 @@
 
 /*
  * -o log=WHERE, before anything is logged: where is NULL (the default:
- * syslog once detached), "syslog", or a file's path, which is opened
- * (created 0640, appended to) now, before segfs detaches and changes to
- * /. foreground: -f or -d, which keep standard error. segdir (absolute)
- * prefixes every line of syslog and of the file. 0 or an errno.
+ * syslog once detached), "syslog", "stderr" (the standard error segfs was
+ * started with, kept once detached, lines as in a file), or a file's
+ * path, which is opened (created 0640, appended to) now, before segfs
+ * detaches and changes to /. foreground: -f or -d, which keep standard
+ * error. segdir (absolute) prefixes every line of syslog and of the file.
+ * 0 or an errno.
  */
 int log_setup(const char *where, bool foreground, const char *segdir);
 /* Where messages go besides stderr: "syslog", "stderr" (none else: -f

@@ -225,7 +225,8 @@ static void describe_ino(char *out, size_t cap, fuse_ino_t ino)
 }
 
 /* Logs why this thread's request fails with EIO because of segment s
- * (NULL: one of view/'s); returns EIO. */
+ * (NULL: one of view/'s); returns EIO. Never with bytes of a mapping in
+ * the message: a fault while the log holds its lock would keep it. */
 static int eio(const slot *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static int eio(const slot *s, const char *fmt, ...)
@@ -261,8 +262,12 @@ static int eio_damaged(const slot *s)
 static int kvs_fail(const slot *s, kvs_status st, const char *what)
 {
 	int e = kvs_errno(st);
-	return e == EIO ? eio(s, "%s: %s (the segment's data is damaged)",
-	                      what, kvs_strerror(st))
+	bool damaged = st == KVS_E_CORRUPT || st == KVS_E_TRUNCATED ||
+	               st == KVS_E_OVERLONG || st == KVS_E_OVERFLOW ||
+	               st == KVS_E_ORDER;
+	return e == EIO ? eio(s, "%s: %s%s", what, kvs_strerror(st),
+	                      damaged ? " (the segment's data is damaged)"
+	                              : "")
 	                : e;
 }
 
@@ -1793,7 +1798,7 @@ static const struct fuse_lowlevel_ops segfs_ops = {
 struct cli {
 	char *segdir;
 	char *sep;
-	char *log; /* -o log=syslog|FILE */
+	char *log; /* -o log=syslog|stderr|FILE */
 	int tombstones, skip_bad, verify, mt, keep_retired;
 	double timeout, retire_after;
 	unsigned workers, queue, history;
@@ -1860,8 +1865,9 @@ static void usage(const char *prog)
 	       "                       open files still hold this long after\n"
 	       "                       the merge (default 60): they then fail\n"
 	       "                       with ESTALE, and its space is freed\n"
-	       "    -o log=syslog|FILE where messages go once segfs has\n"
-	       "                       detached: syslog (the default) or\n"
+	       "    -o log=syslog|stderr|FILE  where messages go once segfs\n"
+	       "                       has detached: syslog (the default),\n"
+	       "                       the stderr it was started with, or\n"
 	       "                       lines appended to FILE; -f and -d\n"
 	       "                       keep them on stderr too\n\n",
 	       prog);

@@ -54,19 +54,24 @@ class Daemon:
     """segfs mounted the default way: it detaches, and the command returns
     once the mount is ready."""
 
-    def __init__(self, segdir, *opts, cwd=None):
+    def __init__(self, segdir, *opts, cwd=None, stderr=None):
+        """stderr: a file for segfs's standard error (default: captured,
+        and checked to be empty)."""
         self.mnt = os.path.realpath(os.path.join(
             os.path.dirname(segdir), os.path.basename(segdir) + ".mnt"))
         os.mkdir(self.mnt)
         args = [SEGFS_ABS, segdir, self.mnt]
         for o in opts:
             args += ["-o", o]
-        r = subprocess.run(args, capture_output=True, env=ENV, cwd=cwd,
-                           timeout=120)
-        self.launch = r
+        if stderr is None:
+            r = subprocess.run(args, capture_output=True, env=ENV, cwd=cwd,
+                               timeout=120)
+            check(r.stderr == b"", "nothing on the terminal: %r" % r.stderr)
+        else:
+            r = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=stderr,
+                               env=ENV, cwd=cwd, timeout=120)
         check(r.returncode == 0 and os.path.ismount(self.mnt),
               "segfs %s mounts detached: %d %r" % (opts, r.returncode, r.stderr))
-        check(r.stderr == b"", "nothing on the terminal: %r" % r.stderr)
         self.pid = self.find_pid(segdir)
 
     def find_pid(self, segdir):
@@ -327,6 +332,27 @@ def test_foreground(tmp):
     os.rmdir(mnt)
 
 
+def test_stderr(tmp):
+    """-o log=stderr: the standard error segfs was started with keeps the
+    messages once it has detached, as lines of the file's form."""
+    d = os.path.join(tmp, "stderr")
+    damaged_dir(d, 100)
+    errf = os.path.join(tmp, "stderr.txt")
+    with open(errf, "wb") as f:
+        m = Daemon(d, "log=stderr", stderr=f)
+    try:
+        check(request(m, b"merge \x7f\n") == errno.EINVAL, "a refused request")
+    finally:
+        m.close()
+    data, lines = log_lines(errf)
+    no_control_bytes(data, "stderr")
+    e = parse(lines, d, m.pid, "stderr")
+    check(find(e, b"mounted at " + os.fsencode(m.mnt), b"messages to stderr") and
+          find(e, b"control/merge: refused \"merge \\x7f\" (EINVAL)") and
+          find(e, b"unmounted from " + os.fsencode(m.mnt)),
+          "the mount, the refusal and the unmount: %r" % e)
+
+
 # ---- syslog, in a mount namespace of our own ------------------------------------
 
 def test_syslog(tmp):
@@ -419,7 +445,7 @@ def main():
         syslog_in_namespace(sys.argv[4])
         return 1 if T.failures else 0
     return T.run_tests([test_file_eio, test_jobs_and_refusals, test_rate_limit,
-                        test_foreground, test_syslog],
+                        test_foreground, test_stderr, test_syslog],
                        "segfs-log-", sys.argv[3:])
 
 
