@@ -35,6 +35,7 @@ static const struct fuse_opt cli_opts[] = {
     OPT("mt", mt),
     OPT("keep_retired", keep_retired),
     {"sep=%s", offsetof(struct cmdline, sep), 0},
+    {"log=%s", offsetof(struct cmdline, log), 0},
     {"workers=%u", offsetof(struct cmdline, workers), 0},
     {"queue=%u", offsetof(struct cmdline, queue), 0},
     {"history=%u", offsetof(struct cmdline, history), 0},
@@ -115,6 +116,11 @@ static void usage(const char *prog)
 	       "                       open files still hold this long after\n"
 	       "                       the merge (default 60): they then fail\n"
 	       "                       with ESTALE, and its space is freed\n"
+	       "    -o log=syslog|stderr|FILE  where messages go once segfs\n"
+	       "                       has detached: syslog (the default),\n"
+	       "                       the stderr it was started with, or\n"
+	       "                       lines appended to FILE; -f and -d\n"
+	       "                       keep them on stderr too\n"
 	       "    -o fsname=NAME     the mount's source (default: SEGDIR,\n"
 	       "                       absolute)\n\n"
 	       "Exit status: 0 after a clean unmount, 1 when the mount fails,\n"
@@ -229,6 +235,7 @@ void cmdline_free(struct cmdline *c)
 	free(c->mountpoint);
 	free(c->segdir);
 	free(c->sep);
+	free(c->log);
 	free(c->extra);
 	fuse_opt_free_args(&c->args);
 }

@@ -22,6 +22,7 @@ struct cmdline {
 	                        * fsname= and subtype= unless given */
 	struct fuse_cmdline_opts opts;
 	char *sep;
+	char *log; /* -o log=syslog|stderr|FILE (log.h) */
 	char *extra; /* an argument after MOUNTPOINT: a usage error */
 	int tombstones, skip_bad, verify, mt, keep_retired, ro;
 	int fsname, subtype; /* given on the command line */

@@ -7,6 +7,7 @@
  */
 #include "segfs.h"
 #include "guard.h"
+#include "log.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -445,6 +446,55 @@ void control_wait_attr(fuse_req_t req, uint64_t id, uint64_t ino)
 
 static void free_job(job *j);
 
+/* ---- the log (log.h): each job's start and end, refused requests ------ */
+
+/* j's inputs for a message: the first eight names, then how many more. */
+static void inputs_text(char *out, size_t cap, const job *j)
+{
+	size_t o = 0;
+	out[0] = '\0';
+	for (size_t k = 0; k < j->n && o < cap; k++) {
+		if (k == 8) {
+			snprintf(out + o, cap - o, " and %zu more", j->n - 8);
+			return;
+		}
+		int w = snprintf(out + o, cap - o, "%s%s", k ? " " : "",
+		                 j->names[k]);
+		o += w > 0 ? (size_t)w : 0;
+	}
+}
+
+static void log_job_start(const job *j)
+{
+	char req[4 * 210], in[1024];
+	inputs_text(in, sizeof in, j);
+	log_msg(LOG_INFO,
+	        "job %" PRIu64 " started: \"%s\", inputs %s, output %s",
+	        j->id, log_escape(req, sizeof req, j->request, j->request_len),
+	        in, j->out);
+}
+
+/* Under J.lock: j has ended. */
+static void log_job_end(const job *j)
+{
+	char req[4 * 210], in[1024], took[64];
+	inputs_text(in, sizeof in, j);
+	if (j->started.tv_sec || j->started.tv_nsec)
+		snprintf(took, sizeof took, "%.3f s",
+		         seconds(&j->started, &j->ended));
+	else
+		snprintf(took, sizeof took, "never ran");
+	log_msg(j->state == DONE ? LOG_INFO : LOG_WARNING,
+	        "job %" PRIu64 " %s: \"%s\", inputs %s, output %s, records "
+	        "%" PRIu64 " of %" PRIu64 ", bytes in %" PRIu64 ", bytes out "
+	        "%" PRIu64 ", elapsed %s%s%s",
+	        j->id, state_names[j->state],
+	        log_escape(req, sizeof req, j->request, j->request_len), in,
+	        j->out, (uint64_t)atomic_load(&j->done),
+	        (uint64_t)atomic_load(&j->total), j->bytes_in, j->bytes_out,
+	        took, j->error[0] ? ", error: " : "", j->error);
+}
+
 /* Under J.lock: j joins the jobs kept, as the newest. */
 static void list_append(job *j)
 {
@@ -511,6 +561,7 @@ static void end_job(job *j, enum job_state st)
 			w = &(*w)->next;
 		}
 	}
+	log_job_end(j);
 	keep_ended(j);
 }
 
@@ -1118,8 +1169,18 @@ static int control_write(const char *buf, size_t size, char **ids,
 		}
 	}
 	pthread_mutex_unlock(&J.lock);
-	if (rc) /* its line in control/status, once the write is undone */
+	if (rc) { /* its line in control/status, once the write is undone */
+		char req[4 * 210];
+		/* limited: a script may retry a bad request forever */
+		log_limited("control/merge", LOG_WARNING,
+		            "control/merge: refused \"%s\" (%s): %s",
+		            rejected ? log_escape(req, sizeof req, rejected,
+		                                  rejected_len)
+		                     : "?",
+		            strerrorname_np(rc) ? strerrorname_np(rc) : "?",
+		            e.msg);
 		reject(rejected, rejected_len, &e);
+	}
 	free(made);
 	free(copy);
 	return rc;
@@ -1418,7 +1479,8 @@ static void remove_merge_temp(const char *out)
 /* A read of an input faulted during j's merge: the input is damaged. */
 static kvs_status merge_fault(job *j)
 {
-	slot *s = slot_damage_at(guard_fault_addr);
+	uint64_t off;
+	slot *s = slot_damage_at(guard_fault_addr, &off);
 	set_error(j,
 	          "%s: " DAMAGED_WHY " (a read of it failed): nothing was "
 	          "merged",
@@ -1576,6 +1638,7 @@ static void *worker(void *arg)
 		j->state = RUNNING;
 		clock_gettime(CLOCK_MONOTONIC, &j->started);
 		pthread_mutex_unlock(&J.lock);
+		log_job_start(j);
 		run(j);
 		pthread_mutex_lock(&J.lock);
 	}

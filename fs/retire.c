@@ -13,6 +13,7 @@
  * closes.
  */
 #include "segfs.h"
+#include "log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,11 +159,11 @@ static void *reaper_main(void *arg)
 				next = next == 0 || due < next ? due : next;
 				continue;
 			}
-			fprintf(stderr,
-			        "segfs: %s: closed %.0f s after it was merged "
+			log_msg(LOG_WARNING,
+			        "%s: closed %.0f s after it was merged "
 			        "away, though readers still held it (-o "
 			        "retire_after): those files now fail with "
-			        "ESTALE\n",
+			        "ESTALE",
 			        s->name, t - s->retired_at);
 			slot_die(s);
 		}

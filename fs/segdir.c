@@ -12,6 +12,7 @@
  * the rest is served from memory. S.ro_why says which, for control/merge.
  */
 #include "segfs.h"
+#include "log.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -79,9 +80,9 @@ static void recover_marks(void)
 		struct stat sb;
 		bool link = errno == ELOOP && lstat(lock, &sb) == 0 &&
 		            S_ISLNK(sb.st_mode);
-		fprintf(stderr,
-		        "segfs: %s: %s (what a merge killed earlier "
-		        "left is not removed)\n",
+		log_msg(LOG_WARNING,
+		        "%s: %s (what a merge killed earlier "
+		        "left is not removed)",
 		        lock,
 		        link ? "a symbolic link, not a lock file (remove it)"
 		             : strerror(errno));
@@ -102,14 +103,14 @@ static void report_skipped(void)
 	for (size_t i = 0; i < n; i++) {
 		const kvs_catalog_skip *k = kvs_catalog_skipped_at(S.cat, i);
 		if (!S.skip_bad) {
-			fprintf(stderr,
-			        "segfs: bad segment: %s/%s: %s (%s has no "
+			log_msg(LOG_ERR,
+			        "bad segment: %s/%s: %s (%s has no "
 			        "catalog, and none is made without it; use -o "
-			        "skip_bad to mount the rest)\n",
+			        "skip_bad to mount the rest)",
 			        S.segdir, k->name, k->why, S.segdir);
 			exit(1);
 		}
-		fprintf(stderr, "segfs: skipping bad segment: %s/%s: %s\n",
+		log_msg(LOG_WARNING, "skipping bad segment: %s/%s: %s",
 		        S.segdir, k->name, k->why);
 	}
 	if (!n || S.read_only)
@@ -120,9 +121,9 @@ static void report_skipped(void)
 	         "writes none, which would drop %s for good",
 	         S.segdir, first, n > 1 ? " and others" : "",
 	         n > 1 ? "them" : "it");
-	fprintf(stderr,
-	        "segfs: %s: shown as it is, and control/merge refuses "
-	        "requests (repair or move %s, then kvseg catalog %s init)\n",
+	log_msg(LOG_WARNING,
+	        "%s: shown as it is, and control/merge refuses "
+	        "requests (repair or move %s, then kvseg catalog %s init)",
 	        ro_why, n > 1 ? "them" : "it", S.segdir);
 }
 
@@ -134,16 +135,16 @@ void state_load(void)
 	                 (S.read_only ? KVS_CATALOG_READ_ONLY : 0);
 	kvs_status st = kvs_catalog_open_flags(&S.cat, S.segdir, flags, &err);
 	if (st == KVS_E_INVAL) { /* not a directory of segments */
-		fprintf(stderr,
-		        "segfs: %s: segfs makes a catalog only in a directory "
+		log_msg(LOG_ERR,
+		        "%s: segfs makes a catalog only in a directory "
 		        "of segments; make this one's with kvseg catalog %s "
 		        "init (it names the segments and leaves the other "
-		        "files alone)\n",
+		        "files alone)",
 		        err.message, S.segdir);
 		exit(1);
 	}
 	if (st != KVS_OK) {
-		fprintf(stderr, "segfs: %s\n", err.message);
+		log_msg(LOG_ERR, "%s", err.message);
 		exit(1);
 	}
 	report_skipped(); /* exits unless -o skip_bad */
@@ -153,20 +154,20 @@ void state_load(void)
 		snprintf(ro_why, sizeof ro_why,
 		         "%s cannot be written (segfs mounted it read-only)",
 		         S.segdir);
-		fprintf(stderr,
-		        "segfs: %s cannot be written: shown as it is, "
-		        "and control/merge refuses requests\n",
+		log_msg(LOG_WARNING,
+		        "%s cannot be written: shown as it is, "
+		        "and control/merge refuses requests",
 		        S.segdir);
 	}
 	if (ro_why[0])
 		S.ro_why = ro_why;
 	if (stat(S.segdir, &S.dir_st) < 0) {
-		fprintf(stderr, "segfs: %s: %s\n", S.segdir, strerror(errno));
+		log_msg(LOG_ERR, "%s: %s", S.segdir, strerror(errno));
 		exit(1);
 	}
 	snap *sn;
 	if (snap_build(NULL, &sn, &err) != 0) {
-		fprintf(stderr, "segfs: %s\n", err.message);
+		log_msg(LOG_ERR, "%s", err.message);
 		exit(1);
 	}
 	atomic_store(&S.current, sn);

@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "names.h"
 
 /* Directory offsets: 1 after ".", 2 after "..", 3 after "%@" (the key a
@@ -162,11 +163,119 @@ static uint32_t scope_id(const dirref *d, size_t i)
 	return d->sc.view ? d->sn->live[i] : (uint32_t)d->sc.id;
 }
 
+/* ---- why a request fails with EIO --------------------------------------
+ * Every EIO a request gets because of a segment is logged where it
+ * arises, naming the segment, what the request was and the reason (log.h;
+ * at most LOG_BURST a minute per segment, so that a reader looping over
+ * a damaged segment cannot flood the log). The request is noted by the
+ * operations that read segments (req_note). */
+
+static _Thread_local struct {
+	const char *op;   /* "lookup", "read", ... */
+	fuse_ino_t ino;   /* its inode; a lookup's: the directory */
+	const char *name; /* a lookup's name, else NULL */
+} req_now;
+
+static void req_note(const char *op, fuse_ino_t ino, const char *name)
+{
+	req_now.op = op;
+	req_now.ino = ino;
+	req_now.name = name;
+}
+
+/* The inode of the request, for a message. */
+static void describe_ino(char *out, size_t cap, fuse_ino_t ino)
+{
+	uint64_t low = ino_low(ino);
+	const slot *s;
+	scope sc;
+	uint8_t *prefix;
+	size_t plen;
+	switch (ino_kind(ino)) {
+	case K_VIEWDIR:
+		snprintf(out, cap, "view/");
+		return;
+	case K_SEGDIR:
+		s = slot_get(low);
+		snprintf(out, cap, "segments/%s/", s ? s->name : "?");
+		return;
+	case K_SEGKEY:
+	case K_VIEWKEY:
+		s = slot_get(low >> ORD_BITS);
+		snprintf(out, cap, "record %" PRIu64 " of %s (a key file of %s)",
+		         low & ORD_MASK, s ? s->name : "?",
+		         ino_kind(ino) == K_VIEWKEY ? "view/" : "segments/");
+		return;
+	case K_PREFIX:
+		if (ptab_get(low, &sc, &prefix, &plen) == 0) {
+			char esc[256];
+			s = sc.view ? NULL : slot_get(sc.id);
+			snprintf(out, cap, "the directory of keys \"%s\" in %s%s%s",
+			         log_escape(esc, sizeof esc, prefix, plen),
+			         sc.view ? "view/" : "segments/",
+			         s ? s->name : "", s ? "/" : "");
+			free(prefix);
+			return;
+		}
+		break;
+	default:
+		break;
+	}
+	snprintf(out, cap, "inode %#" PRIx64, (uint64_t)ino);
+}
+
+/* Logs why this thread's request fails with EIO because of segment s
+ * (NULL: one of view/'s); returns EIO. Never with bytes of a mapping in
+ * the message: a fault while the log holds its lock would keep it. */
+static int eio(const slot *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int eio(const slot *s, const char *fmt, ...)
+{
+	char why[512], what[400], name[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof why, fmt, ap);
+	va_end(ap);
+	describe_ino(what, sizeof what, req_now.ino);
+	const char *seg = s ? s->name : "view/";
+	if (req_now.name)
+		log_limited(seg, LOG_ERR,
+		            "%s: EIO to a lookup of \"%s\" in %s: %s", seg,
+		            log_escape(name, sizeof name, req_now.name,
+		                       strlen(req_now.name)),
+		            what, why);
+	else
+		log_limited(seg, LOG_ERR, "%s: EIO to a %s of %s: %s", seg,
+		            req_now.op ? req_now.op : "request", what, why);
+	return EIO;
+}
+
+/* A damaged slot's EIO (guard.h). */
+static int eio_damaged(const slot *s)
+{
+	return eio(s, "the segment is damaged: a read of its mapping failed "
+	              "(SIGBUS) earlier: " DAMAGED_WHY);
+}
+
+/* The errno of a core status from slot s (NULL: one of view/'s), an EIO
+ * logged, what the step that failed was. */
+static int kvs_fail(const slot *s, kvs_status st, const char *what)
+{
+	int e = kvs_errno(st);
+	bool damaged = st == KVS_E_CORRUPT || st == KVS_E_TRUNCATED ||
+	               st == KVS_E_OVERLONG || st == KVS_E_OVERFLOW ||
+	               st == KVS_E_ORDER;
+	return e == EIO ? eio(s, "%s: %s%s", what, kvs_strerror(st),
+	                      damaged ? " (the segment's data is damaged)"
+	                              : "")
+	                : e;
+}
+
 /* Why slot s has no cursor for this thread: damaged (guard.h), out of
  * memory, or `gone`. */
 static int no_cursor_errno(const slot *s, int gone)
 {
-	return slot_damaged(s) ? EIO : slot_alive(s) ? ENOMEM : gone;
+	return slot_damaged(s) ? eio_damaged(s) : slot_alive(s) ? ENOMEM : gone;
 }
 
 /* This thread's cursors on the scope's segments (oldest first, in a
@@ -189,13 +298,20 @@ static int scope_cursors(const dirref *d, kvs_cursor ***out, size_t *n)
 	return 0;
 }
 
-/* Is a segment of the directory's scope damaged (guard.h)? */
-static bool scope_damaged(const dirref *d)
+/* A damaged segment of the directory's scope (guard.h), or NULL. */
+static const slot *scope_damaged(const dirref *d)
 {
 	for (size_t i = 0; i < scope_count(d); i++)
 		if (slot_damaged(slot_get(scope_id(d, i))))
-			return true;
-	return false;
+			return slot_get(scope_id(d, i));
+	return NULL;
+}
+
+/* kvs_fail for a step over the directory's scope: its segment, or (in
+ * view/) one of them. */
+static int scope_fail(const dirref *d, kvs_status st, const char *what)
+{
+	return kvs_fail(d->sc.view ? NULL : slot_get(d->sc.id), st, what);
 }
 
 /* Are all the segments of the directory's scope open? */
@@ -215,8 +331,9 @@ static bool scope_tombstones(const dirref *d)
 /* A composed cursor of the directory's own (for open directories). */
 static int scope_open(const dirref *d, vcursor *vc)
 {
-	if (scope_damaged(d))
-		return EIO;
+	const slot *bad = scope_damaged(d);
+	if (bad)
+		return eio_damaged(bad);
 	size_t k = scope_count(d);
 	kvs_segment **segs = calloc(k ? k : 1, sizeof *segs);
 	if (!segs)
@@ -250,11 +367,13 @@ static int scope_lookup(const dirref *d, const uint8_t *key, uint64_t bits,
 		uint32_t id = scope_id(d, k);
 		kvs_cursor *c = slot_cursor(slot_get(id));
 		if (!c)
-			return slot_damaged(slot_get(id)) ? EIO : ENOENT;
+			return slot_damaged(slot_get(id))
+			           ? eio_damaged(slot_get(id))
+			           : ENOENT;
 		bool hit = false;
 		kvs_status st = kvs_cursor_lookup(c, key, bits, &hit);
 		if (st != KVS_OK)
-			return kvs_errno(st);
+			return kvs_fail(slot_get(id), st, "looking a key up");
 		if (!hit)
 			continue;
 		if (kvs_cursor_kind(c) == KVS_KIND_TOMBSTONE &&
@@ -294,7 +413,7 @@ static int scope_has_prefix(const dirref *d, const uint8_t *p, size_t plen,
 		*yes = has_prefix(key, bits, p, plen);
 	}
 	free(c);
-	return kvs_errno(st);
+	return scope_fail(d, st, "seeking a key prefix");
 }
 
 /* ---- attributes -------------------------------------------------------------------- */
@@ -361,9 +480,9 @@ static int key_at(uint64_t id, uint64_t ord, kvs_cursor **out)
 	}
 	kvs_status st = kvs_cursor_seek_ordinal(c, ord);
 	if (st != KVS_OK)
-		return kvs_errno(st);
+		return kvs_fail(s, st, "seeking its record");
 	if (!kvs_cursor_valid(c))
-		return EIO;
+		return eio(s, "its record is past the segment's end");
 	*out = c;
 	return 0;
 }
@@ -634,7 +753,7 @@ static int dir_find(const dirref *d, const char *name, size_t len,
 	}
 	free(cs);
 	if (!err)
-		err = kvs_errno(st);
+		err = scope_fail(d, st, "scanning keys for a long name");
 out:
 	free(key);
 	return err;
@@ -922,7 +1041,8 @@ segfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	size_t len;
 	kvs_status ks = kvs_cursor_value(c, &value, &len);
 	if (ks != KVS_OK) {
-		fuse_reply_err(req, kvs_errno(ks));
+		fuse_reply_err(req, kvs_fail(slot_get(ino_low(ino) >> ORD_BITS),
+		                             ks, "decoding its value"));
 		return;
 	}
 	reply_slice(req, (const char *)value, len, size, off);
@@ -1025,6 +1145,7 @@ static void segfs_opendir(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	req_note("opendir", ino, NULL);
 	int err = dir_resolve(ino, &h->d);
 	if (!err && (err = scope_open(&h->d, &h->vc)) != 0)
 		dir_release(&h->d);
@@ -1088,13 +1209,14 @@ static int dir_position(dirh *h, off_t off)
 		         ? vc_seek_ordinal(&h->vc, 0)
 		         : vc_seek(&h->vc, d->prefix, (uint64_t)d->plen * 8,
 		                   false);
-		return kvs_errno(st);
+		return scope_fail(d, st, "starting the listing");
 	}
 	uint64_t pos = (uint64_t)off - OFF_ENTRIES;
 	uint32_t s = (uint32_t)(pos >> ORD_BITS);
 	uint64_t ord = pos & ORD_MASK;
 	if (!d->sc.view && S.sep < 0)
-		return kvs_errno(vc_seek_ordinal(&h->vc, ord + 1));
+		return scope_fail(d, vc_seek_ordinal(&h->vc, ord + 1),
+		                  "resuming the listing");
 	kvs_cursor *c = NULL;
 	int err = key_at(s, ord, &c);
 	if (err)
@@ -1110,7 +1232,8 @@ static int dir_position(dirh *h, off_t off)
 	const uint8_t *sp =
 	    S.sep >= 0 ? memchr(rest, S.sep, (bits / 8) - d->plen) : NULL;
 	if (!sp)
-		return kvs_errno(vc_seek(&h->vc, key, bits, true));
+		return scope_fail(d, vc_seek(&h->vc, key, bits, true),
+		                  "resuming the listing");
 	/* the entry was a directory: continue after its prefix */
 	size_t n = (size_t)(sp - key) + 1;
 	uint8_t *p = malloc(n);
@@ -1122,7 +1245,7 @@ static int dir_position(dirh *h, off_t off)
 	else
 		st = (h->vc.winner = -1, KVS_OK);
 	free(p);
-	return kvs_errno(st);
+	return scope_fail(d, st, "resuming the listing");
 }
 
 /* Adds one entry to buf in the readdir or readdirplus form; returns its
@@ -1233,8 +1356,9 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	dirref *d = &h->d;
 	/* a fault under vc marked a segment of the scope damaged: the
 	 * listing's cursors are not used again */
-	if (scope_damaged(d)) {
-		fuse_reply_err(req, EIO);
+	const slot *bad = scope_damaged(d);
+	if (bad) {
+		fuse_reply_err(req, eio_damaged(bad));
 		return;
 	}
 	/* a retired segment of the scope was closed (-o retire_after): the
@@ -1315,7 +1439,10 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			break;
 		}
 		if (!dir_above_last(h, key, bits)) {
-			err = EIO; /* damaged: it would go round */
+			/* damaged: it would go round */
+			err = eio(d->sc.view ? NULL : slot_get(d->sc.id),
+			          "the listing reached a key not above the one "
+			          "before it (the segment's data is damaged)");
 			break;
 		}
 		uint32_t s = vc_slot(d, &h->vc);
@@ -1402,7 +1529,7 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	free(tmp);
 	if (!err && ks != KVS_OK)
-		err = kvs_errno(ks);
+		err = scope_fail(d, ks, "listing");
 	if (!err && !vc_valid(&h->vc))
 		h->next_off = off; /* at the end: a resume adds nothing */
 done:
@@ -1586,14 +1713,19 @@ static void segfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
  * then fails, not this process). */
 static void fault_reply(fuse_req_t req)
 {
-	slot_damage_at(guard_fault_addr);
-	fuse_reply_err(req, EIO);
+	uint64_t off;
+	slot *s = slot_damage_at(guard_fault_addr, &off);
+	fuse_reply_err(req, eio(s,
+	                        "reading byte %" PRIu64 " of its mapping "
+	                        "failed (SIGBUS): " DAMAGED_WHY,
+	                        off));
 }
 
 static void guarded_lookup(fuse_req_t req, fuse_ino_t parent,
                            const char *name)
 {
 	tls_enter();
+	req_note("lookup", parent, name);
 	GUARDED(fault_reply(req), segfs_lookup(req, parent, name));
 	tls_leave();
 }
@@ -1602,6 +1734,7 @@ static void guarded_getattr(fuse_req_t req, fuse_ino_t ino,
                             struct fuse_file_info *fi)
 {
 	tls_enter();
+	req_note("getattr", ino, NULL);
 	GUARDED(fault_reply(req), segfs_getattr(req, ino, fi));
 	tls_leave();
 }
@@ -1610,6 +1743,7 @@ static void guarded_read(fuse_req_t req, fuse_ino_t ino, size_t size,
                          off_t off, struct fuse_file_info *fi)
 {
 	tls_enter();
+	req_note("read", ino, NULL);
 	GUARDED(fault_reply(req), segfs_read(req, ino, size, off, fi));
 	tls_leave();
 }
@@ -1618,6 +1752,7 @@ static void guarded_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
                             off_t off, struct fuse_file_info *fi)
 {
 	tls_enter();
+	req_note("listing", ino, NULL);
 	GUARDED(fault_reply(req),
 	        do_readdir(req, ino, size, off, fi, false));
 	tls_leave();
@@ -1627,6 +1762,7 @@ static void guarded_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
                                 off_t off, struct fuse_file_info *fi)
 {
 	tls_enter();
+	req_note("listing", ino, NULL);
 	GUARDED(fault_reply(req),
 	        do_readdir(req, ino, size, off, fi, true));
 	tls_leave();
@@ -1636,6 +1772,7 @@ static void guarded_getxattr(fuse_req_t req, fuse_ino_t ino,
                              const char *name, size_t size)
 {
 	tls_enter();
+	req_note("getxattr", ino, NULL);
 	GUARDED(fault_reply(req), segfs_getxattr(req, ino, name, size));
 	tls_leave();
 }
@@ -1643,6 +1780,7 @@ static void guarded_getxattr(fuse_req_t req, fuse_ino_t ino,
 static void guarded_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	tls_enter();
+	req_note("listxattr", ino, NULL);
 	GUARDED(fault_reply(req), segfs_listxattr(req, ino, size));
 	tls_leave();
 }
@@ -1676,11 +1814,71 @@ static const struct fuse_lowlevel_ops segfs_ops = {
 	.fallocate = segfs_fallocate,
 };
 
+/* ---- messages of the mount (log.h) ------------------------------------- */
+
+/* libfuse's messages, once segfs has detached (by default it writes them
+ * to stderr, then /dev/null): into the log, limited (a read whose reply
+ * faults brings one each time). */
+static void fuse_log_to_log(enum fuse_log_level level, const char *fmt,
+                            va_list ap)
+{
+	if (level > FUSE_LOG_INFO)
+		return;
+	char msg[512];
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	size_t n = strlen(msg);
+	while (n && msg[n - 1] == '\n')
+		msg[--n] = '\0';
+	log_limited("libfuse", (int)level, "libfuse: %s", msg);
+}
+
+/* segfs has detached: stderr is /dev/null from now on. */
+static void log_daemon(void)
+{
+	log_detached();
+	fuse_set_log_func(fuse_log_to_log);
+}
+
+static void log_mounted(const char *mnt, bool mt)
+{
+	snap *cur = snap_current();
+	char sep[8] = "";
+	if (S.sep >= 0)
+		snprintf(sep, sizeof sep, " sep=%c", S.sep);
+	log_msg(LOG_NOTICE,
+	        "mounted at %s: catalog generation %" PRIu64 ", %zu "
+	        "segments; %s%s%s%s%s%s%s, workers=%u queue=%u history=%u "
+	        "retire_after=%g timeout=%.0f, messages to %s",
+	        mnt, cur->generation, cur->n,
+	        kvs_catalog_read_only(S.cat) ? "read-only, " : "",
+	        mt ? "mt" : "single-threaded", S.verify ? " verify" : "",
+	        S.skip_bad ? " skip_bad" : "",
+	        S.tombstones ? " tombstones" : "",
+	        S.keep_retired ? " keep_retired" : "", sep, S.workers,
+	        S.queue, S.history, S.retire_after, S.timeout,
+	        log_where());
+	snap_unref(cur, 1);
+}
+
+/* ret: what the session loop returned (a signal's number, 0, -errno). */
+static void log_unmounted(const char *mnt, int ret)
+{
+	if (ret > 0)
+		log_msg(LOG_NOTICE, "unmounted from %s (SIG%s)", mnt,
+		        sigabbrev_np(ret) ? sigabbrev_np(ret) : "?");
+	else if (ret == 0)
+		log_msg(LOG_NOTICE, "unmounted from %s", mnt);
+	else
+		log_msg(LOG_ERR, "unmounted from %s after an error%s%s", mnt,
+		        ret < -1 ? ": " : "", ret < -1 ? strerror(-ret) : "");
+}
+
 /* ---- main ----------------------------------------------------------------- */
 
 int main(int argc, char *argv[])
 {
 	struct cmdline cl;
+	char *mnt = NULL; /* the mount point, absolute, for the log */
 	int ret = cmdline_parse(argc, argv, &cl);
 	if (ret >= 0) {
 		cmdline_free(&cl);
@@ -1707,6 +1905,13 @@ int main(int argc, char *argv[])
 		ret = mrc;
 		goto out_session;
 	}
+	/* before anything is logged, and before the daemon changes to / */
+	mnt = realpath(cl.mountpoint, NULL);
+	int le = log_setup(cl.log, cl.opts.foreground, cl.segdir);
+	if (le) {
+		fprintf(stderr, "segfs: -o log=%s: %s\n", cl.log, strerror(le));
+		goto out_session;
+	}
 	/* before the first segment is opened: see guard.h */
 	if (guard_install() != 0) {
 		fprintf(stderr, "segfs: sigaction: %s\n", strerror(errno));
@@ -1719,6 +1924,9 @@ int main(int argc, char *argv[])
 	if (fuse_session_mount(se, cl.mountpoint) != 0)
 		goto out_signals;
 	fuse_daemonize(cl.opts.foreground);
+	if (!cl.opts.foreground)
+		log_daemon();
+	log_mounted(mnt ? mnt : cl.mountpoint, cl.mt && !cl.opts.singlethread);
 	/* threads after the fork of fuse_daemonize */
 	S.se = se;
 	int e = retire_start();
@@ -1726,14 +1934,14 @@ int main(int argc, char *argv[])
 		e = control_start();
 	if (!e && (e = state_watch_start()) != 0) {
 		/* serve on; only other processes' changes go unseen */
-		fprintf(stderr,
-		        "segfs: cannot watch %s for catalog changes (%s); "
-		        "changes by other processes will not be served\n",
+		log_msg(LOG_WARNING,
+		        "cannot watch %s for catalog changes (%s); "
+		        "changes by other processes will not be served",
 		        S.segdir, strerror(e));
 		e = 0;
 	}
 	if (e) {
-		fprintf(stderr, "segfs: starting threads: %s\n", strerror(e));
+		log_msg(LOG_ERR, "starting threads: %s", strerror(e));
 		ret = -1;
 		goto out_threads;
 	}
@@ -1749,6 +1957,7 @@ int main(int argc, char *argv[])
 		fuse_loop_cfg_destroy(cfg);
 	}
 out_threads:
+	log_unmounted(mnt ? mnt : "?", ret);
 	ret = ret < 0 ? 1 : 0;
 	/* no more notifications: nobody would answer what they may wait
 	 * for */
@@ -1763,6 +1972,8 @@ out_unload:
 	state_unload();
 out_session:
 	fuse_session_destroy(se);
+	log_close();
+	free(mnt);
 	cmdline_free(&cl);
 	return ret;
 }

@@ -189,10 +189,10 @@ static inline bool slot_damaged(const slot *s)
 	return s && atomic_load(&s->damaged);
 }
 /* After a fault at addr in a guarded read (guard.h): marks the slot whose
- * mapping holds addr damaged and says so once on stderr; returns it.
- * Aborts when no segment holds addr (that SIGBUS was not a cut-short
- * file). */
-slot *slot_damage_at(const void *addr);
+ * mapping holds addr damaged and says so once (log.h); returns it, and
+ * addr's offset in its file in *off. Aborts when no segment holds addr
+ * (that SIGBUS was not a cut-short file). */
+slot *slot_damage_at(const void *addr, uint64_t *off);
 snap *snap_get(uint64_t id);
 void slot_ref(slot *s, uint64_t n);
 void slot_unref(slot *s, uint64_t n);

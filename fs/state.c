@@ -5,6 +5,7 @@
  */
 #include "segfs.h"
 #include "guard.h"
+#include "log.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -136,8 +137,7 @@ void slot_die(slot *s)
 		if (lstat(path, &sb) == 0 && sb.st_ino == s->st.st_ino &&
 		    sb.st_dev == s->st.st_dev && unlink(path) < 0 &&
 		    errno != ENOENT)
-			fprintf(stderr, "segfs: %s: %s\n", path,
-			        strerror(errno));
+			log_msg(LOG_WARNING, "%s: %s", path, strerror(errno));
 	}
 }
 
@@ -372,7 +372,7 @@ int snap_build(const snap *cur, snap **out, kvs_error *err)
 		kvs_error oerr;
 		rc = slot_open(i, &s, &oerr);
 		if (rc && S.skip_bad) {
-			fprintf(stderr, "segfs: skipping bad segment: %s\n",
+			log_msg(LOG_WARNING, "skipping bad segment: %s",
 			        oerr.message);
 			note_skip(&skips[nskips++], e->name, oerr.message);
 			rc = 0;
@@ -568,6 +568,12 @@ int state_reload_locked(kvs_error *err)
 			retire_slot_locked(slot_get(old->live[i]));
 	atomic_store(&S.current, now);
 	pthread_mutex_unlock(&S.lock);
+	for (size_t i = 0; i < old->n; i++) /* old holds them still */
+		if (!has_slot(marks, 1, now, old->live[i]))
+			log_msg(LOG_INFO,
+			        "%s retired: catalog generation %" PRIu64
+			        " no longer names it",
+			        slot_get(old->live[i])->name, now->generation);
 	invalidate(old, now, marks);
 	free(marks);
 	pthread_mutex_lock(&S.lock);
@@ -615,11 +621,21 @@ static void *watch_main(void *arg)
 			continue;
 		kvs_error err;
 		pthread_mutex_lock(&S.publish);
+		/* segfs's own merges reload before they let go of
+		 * S.publish: a new generation here is another process's */
+		uint64_t was = atomic_load(&S.current)->generation;
 		if (state_reload_locked(&err) != 0)
-			fprintf(stderr,
-			        "segfs: the catalog changed but cannot be "
-			        "served: %s\n",
+			log_msg(LOG_ERR,
+			        "the catalog changed but cannot be "
+			        "served: %s",
 			        err.message);
+		else if (atomic_load(&S.current)->generation != was)
+			log_msg(LOG_NOTICE,
+			        "serving catalog generation %" PRIu64
+			        " (was %" PRIu64 "), which another process "
+			        "published: %zu segments",
+			        atomic_load(&S.current)->generation, was,
+			        atomic_load(&S.current)->n);
 		pthread_mutex_unlock(&S.publish);
 	}
 	return NULL;
@@ -761,7 +777,7 @@ void tls_leave(void)
 	}
 }
 
-slot *slot_damage_at(const void *addr)
+slot *slot_damage_at(const void *addr, uint64_t *off_out)
 {
 	slot *found = NULL;
 	uint64_t off = 0;
@@ -773,17 +789,17 @@ slot *slot_damage_at(const void *addr)
 	}
 	pthread_mutex_unlock(&S.lock);
 	if (!found) {
-		fprintf(stderr, "segfs: SIGBUS at %p, outside every segment\n",
-		        addr);
+		log_msg(LOG_CRIT, "SIGBUS at %p, outside every segment", addr);
 		abort();
 	}
 	if (!atomic_exchange(&found->damaged, true))
-		fprintf(stderr,
-		        "segfs: %s: reading byte %" PRIu64 " of its mapping "
+		log_msg(LOG_ERR,
+		        "%s: reading byte %" PRIu64 " of its mapping "
 		        "failed (SIGBUS): " DAMAGED_WHY "; its keys (and "
 		        "view/ while it is live) now fail with EIO, and merges "
-		        "of it fail\n",
+		        "of it fail",
 		        found->name, off);
+	*off_out = off;
 	return found;
 }
 
