@@ -13,8 +13,9 @@ extern "C" {
 
 /*
  * KVS_API marks the functions of the public API: the only names the shared
- * library exports (it is built with -fvisibility=hidden, so the helpers the
- * core's files share stay inside it). Every public header includes this one.
+ * library exports (its version script is made from these declarations, so
+ * the helpers the core's files share stay inside). Every public header
+ * includes this one.
  */
 #if defined(__GNUC__) || defined(__clang__)
 #define KVS_API __attribute__((visibility("default")))
