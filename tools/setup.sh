@@ -1,19 +1,40 @@
 #!/usr/bin/env bash
-# setup.sh — installs the Debian packages segfs needs to build, test and
-# benchmark, but only those that are missing, so running it twice is safe.
-# Needs root (or sudo) only when something is missing.
+# setup.sh — installs the Debian packages segfs needs, but only those that
+# are missing, so running it twice is safe. Needs root (or sudo) only when
+# something is missing.
+#
+#   tools/setup.sh          what building, installing and running need
+#                           (tools/demo.sh)
+#   tools/setup.sh --test   also what the tests, the fuzz targets and the
+#                           benchmarks' peers need (tools/test.sh)
 set -euo pipefail
 
 packages=(
-	gcc g++ meson ninja-build pkg-config python3  # build, scripts
+	gcc meson ninja-build pkg-config python3      # build, scripts
 	libfuse3-dev fuse3 libzstd-dev                # daemon, compression
 	nettle-dev                                    # SHA-256 of long names
 	libjansson-dev                                # JSON in kvseg and segfs
-	libcmocka-dev                                 # unit tests
+	libisal-dev                                   # CRC32C (optional, faster)
+	libcmocka-dev                                 # unit tests (meson setup
+	                                              # configures them)
+	scdoc bash-completion                         # man pages, completions
+)
+
+test_packages=(
+	g++                                           # C++ benchmark peers
 	clang libclang-rt-dev                         # libFuzzer targets
-	libsdsl-dev libisal-dev                       # benchmark peers
+	libsdsl-dev                                   # benchmark peers
 	librocksdb-dev liblmdb-dev libleveldb-dev     # segment and merge peers
 )
+
+case ${1:-} in
+--test) packages+=("${test_packages[@]}") ;;
+'') ;;
+*)
+	echo "usage: tools/setup.sh [--test]" >&2
+	exit 2
+	;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-tools/setup.sh
+tools/setup.sh --test
 
 configure() { # DIR OPTIONS...
 	local dir=$1

@@ -80,8 +80,8 @@ typedef struct kvs_catalog kvs_catalog;
  * directory must be writable (CATALOG.lock is created in it), unless
  * KVS_CATALOG_MAY_READ_ONLY is given.
  */
-kvs_status kvs_catalog_open(kvs_catalog **out, const char *dir,
-                            kvs_error *err);
+KVS_API kvs_status kvs_catalog_open(kvs_catalog **out, const char *dir,
+                                    kvs_error *err);
 
 /* Flags of kvs_catalog_open_flags. */
 #define KVS_CATALOG_NO_CHECK 1u /* do not check the named segments: the
@@ -129,14 +129,14 @@ kvs_status kvs_catalog_open(kvs_catalog **out, const char *dir,
 #define KVS_CATALOG_SKIP_BAD 16u
 
 /* kvs_catalog_open with flags (0 is kvs_catalog_open). */
-kvs_status kvs_catalog_open_flags(kvs_catalog **out, const char *dir,
-                                  unsigned flags, kvs_error *err);
-void kvs_catalog_close(kvs_catalog *c);
+KVS_API kvs_status kvs_catalog_open_flags(kvs_catalog **out, const char *dir,
+                                          unsigned flags, kvs_error *err);
+KVS_API void kvs_catalog_close(kvs_catalog *c);
 
 /* Was c opened for reading only (KVS_CATALOG_MAY_READ_ONLY where the
  * directory cannot be written, KVS_CATALOG_READ_ONLY, or
  * KVS_CATALOG_SKIP_BAD where it left segments out)? */
-bool kvs_catalog_read_only(const kvs_catalog *c);
+KVS_API bool kvs_catalog_read_only(const kvs_catalog *c);
 
 /* A bad segment that KVS_CATALOG_SKIP_BAD left out of a new catalog. */
 typedef struct kvs_catalog_skip {
@@ -146,23 +146,24 @@ typedef struct kvs_catalog_skip {
 
 /* The bad segments left out (KVS_CATALOG_SKIP_BAD), by name; none once
  * a reload has found a catalog. */
-size_t kvs_catalog_skipped_count(const kvs_catalog *c);
-const kvs_catalog_skip *kvs_catalog_skipped_at(const kvs_catalog *c,
-                                               size_t i);
+KVS_API size_t kvs_catalog_skipped_count(const kvs_catalog *c);
+KVS_API const kvs_catalog_skip *
+kvs_catalog_skipped_at(const kvs_catalog *c, size_t i);
 
 /* Re-reads the newest published generation and checks its segments as
  * open does (but for a handle opened with KVS_CATALOG_NO_CHECK: its caller
  * checks what it opens, kvs_catalog_open_segment); on failure the handle
  * keeps its snapshot. */
-kvs_status kvs_catalog_reload(kvs_catalog *c, kvs_error *err);
+KVS_API kvs_status kvs_catalog_reload(kvs_catalog *c, kvs_error *err);
 
-uint64_t kvs_catalog_generation(const kvs_catalog *c);
-size_t kvs_catalog_count(const kvs_catalog *c);
+KVS_API uint64_t kvs_catalog_generation(const kvs_catalog *c);
+KVS_API size_t kvs_catalog_count(const kvs_catalog *c);
 /* Entry i, oldest first (i < count). */
-const kvs_catalog_entry *kvs_catalog_entry_at(const kvs_catalog *c, size_t i);
+KVS_API const kvs_catalog_entry *kvs_catalog_entry_at(const kvs_catalog *c,
+                                                      size_t i);
 /* The index of the segment named name in c's snapshot, or -1 when it is
  * not live there. */
-ptrdiff_t kvs_catalog_find(const kvs_catalog *c, const char *name);
+KVS_API ptrdiff_t kvs_catalog_find(const kvs_catalog *c, const char *name);
 /*
  * Opens entry i's segment (i < count) as segfs and kvseg read a live one
  * (FORMAT.md §10.3): relative to the directory as it was when the catalog
@@ -171,23 +172,23 @@ ptrdiff_t kvs_catalog_find(const kvs_catalog *c, const char *name);
  * catalog records; anything else is KVS_E_CORRUPT naming the file and
  * the cause. st (may be NULL) gets the file's fstat.
  */
-kvs_status kvs_catalog_open_segment(const kvs_catalog *c, size_t i,
-                                    kvs_segment **out, struct stat *st,
-                                    kvs_error *err);
+KVS_API kvs_status kvs_catalog_open_segment(const kvs_catalog *c, size_t i,
+                                            kvs_segment **out, struct stat *st,
+                                            kvs_error *err);
 
 /* The directory, as given to open. */
-const char *kvs_catalog_dir(const kvs_catalog *c);
+KVS_API const char *kvs_catalog_dir(const kvs_catalog *c);
 
 /* Is name one a catalog may hold: 1..255 bytes, no '/', not starting with
  * '.', not CATALOG or CATALOG.lock (FORMAT.md §10.2)? */
-bool kvs_catalog_name_valid(const char *name);
+KVS_API bool kvs_catalog_name_valid(const char *name);
 
 /* Is name (a file name, no directory) a temporary file of publication:
  * the catalog's ".CATALOG.tmp-XXXXXX" or a segment writer's
  * ".NAME.tmp-XXXXXX" or ".NAME.pub-XXXXXX" (with a publish hook), which
  * kvs_catalog_open removes? It only reads the name, so a signal handler
  * may call it. */
-bool kvs_catalog_temporary_name(const char *name);
+KVS_API bool kvs_catalog_temporary_name(const char *name);
 
 /* Appends the segment file name (in the directory) as the newest and
  * publishes; the handle moves to the new generation. A name is 1..255
@@ -196,7 +197,8 @@ bool kvs_catalog_temporary_name(const char *name);
  * (KVS_E_IO when it is missing or cannot be read), must not be live, and
  * its sequence must be above every live segment's, as a catalog rebuilt
  * from the files orders them by sequence (KVS_E_INVAL otherwise). */
-kvs_status kvs_catalog_add(kvs_catalog *c, const char *name, kvs_error *err);
+KVS_API kvs_status kvs_catalog_add(kvs_catalog *c, const char *name,
+                                   kvs_error *err);
 
 /*
  * Publishes a generation in which inputs[0 .. n) — live segments, which
@@ -211,10 +213,11 @@ kvs_status kvs_catalog_add(kvs_catalog *c, const char *name, kvs_error *err);
  * should that fail, the new generation stands (the handle moves to it)
  * and KVS_E_IO names the file. inputs may point into c's own entries.
  */
-kvs_status kvs_catalog_replace(kvs_catalog *c, uint64_t expected_generation,
-                               const char *const *inputs, size_t n,
-                               const char *output, bool unlink_inputs,
-                               kvs_error *err);
+KVS_API kvs_status kvs_catalog_replace(kvs_catalog *c,
+                                       uint64_t expected_generation,
+                                       const char *const *inputs, size_t n,
+                                       const char *output, bool unlink_inputs,
+                                       kvs_error *err);
 
 #ifdef __cplusplus
 }

@@ -62,9 +62,9 @@ typedef struct kvs_merge_stats {
  * output mode are errors (KVS_E_INVAL) naming the problem. stats may be
  * NULL.
  */
-kvs_status kvs_merge(kvs_segment *const *inputs, size_t n,
-                     const char *out_path, const kvs_merge_options *opt,
-                     kvs_merge_stats *stats, kvs_error *err);
+KVS_API kvs_status kvs_merge(kvs_segment *const *inputs, size_t n,
+                             const char *out_path, const kvs_merge_options *opt,
+                             kvs_merge_stats *stats, kvs_error *err);
 
 #ifdef __cplusplus
 }

@@ -102,13 +102,13 @@ typedef struct kvs_code_spec {
 
 /* The codes a writer uses when given none: chosen by bench/bench_codesel
  * (see bench/README.md). */
-void kvs_default_codes(kvs_code_spec codes[KVS_FIELD_COUNT]);
+KVS_API void kvs_default_codes(kvs_code_spec codes[KVS_FIELD_COUNT]);
 /* KVS_OK if spec is a valid code (kind and param in range). */
-kvs_status kvs_code_spec_check(const kvs_code_spec *spec);
+KVS_API kvs_status kvs_code_spec_check(const kvs_code_spec *spec);
 /* "eg3", "g7", "fixed16", with a "d" prefix for delta ("deg0"); parse and
  * format the same spelling. */
-kvs_status kvs_code_spec_parse(const char *text, kvs_code_spec *spec);
-void kvs_code_spec_format(const kvs_code_spec *spec, char out[16]);
+KVS_API kvs_status kvs_code_spec_parse(const char *text, kvs_code_spec *spec);
+KVS_API void kvs_code_spec_format(const kvs_code_spec *spec, char out[16]);
 
 /* ---- writer ------------------------------------------------------------ */
 
@@ -168,8 +168,9 @@ typedef struct kvs_writer kvs_writer;
  * temporary file in the same directory; nothing appears at path until
  * kvs_writer_finish() succeeds. opt may be NULL (typed-byte, K = 15).
  */
-kvs_status kvs_writer_open(kvs_writer **out, const char *path,
-                           const kvs_writer_options *opt, kvs_error *err);
+KVS_API kvs_status kvs_writer_open(kvs_writer **out, const char *path,
+                                   const kvs_writer_options *opt,
+                                   kvs_error *err);
 
 /*
  * Appends a record. Keys must arrive in strictly increasing order; a key
@@ -177,16 +178,17 @@ kvs_status kvs_writer_open(kvs_writer **out, const char *path,
  * index. value is ignored for tombstones, which raw framing rejects.
  * After a failure the writer accepts nothing more; free it.
  */
-kvs_status kvs_writer_add(kvs_writer *w, const void *key, uint64_t key_bits,
-                          kvs_kind kind, const void *value, size_t value_len,
-                          kvs_error *err);
-kvs_status kvs_writer_add_bytes(kvs_writer *w, const void *key,
-                                size_t key_len, kvs_kind kind,
-                                const void *value, size_t value_len,
-                                kvs_error *err);
+KVS_API kvs_status kvs_writer_add(kvs_writer *w, const void *key,
+                                  uint64_t key_bits, kvs_kind kind,
+                                  const void *value, size_t value_len,
+                                  kvs_error *err);
+KVS_API kvs_status kvs_writer_add_bytes(kvs_writer *w, const void *key,
+                                        size_t key_len, kvs_kind kind,
+                                        const void *value, size_t value_len,
+                                        kvs_error *err);
 
 /* Records appended so far. */
-uint64_t kvs_writer_count(const kvs_writer *w);
+KVS_API uint64_t kvs_writer_count(const kvs_writer *w);
 
 /*
  * Writes the index and metadata sections and the checksums, cuts the file
@@ -195,10 +197,10 @@ uint64_t kvs_writer_count(const kvs_writer *w);
  * KVS_WRITER_NO_REPLACE, a file at path fails it with KVS_E_EXISTS. With
  * a publish hook, see kvs_writer_options.
  */
-kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err);
+KVS_API kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err);
 
 /* Frees the writer; an unfinished segment's temporary file is removed. */
-void kvs_writer_free(kvs_writer *w);
+KVS_API void kvs_writer_free(kvs_writer *w);
 
 /* ---- segment ----------------------------------------------------------- */
 
@@ -228,26 +230,26 @@ typedef struct kvs_segment_info {
 } kvs_segment_info;
 
 /* Maps path read-only and checks it (see above). */
-kvs_status kvs_segment_open(kvs_segment **out, const char *path,
-                            kvs_error *err);
+KVS_API kvs_status kvs_segment_open(kvs_segment **out, const char *path,
+                                    kvs_error *err);
 /* The same over len bytes in memory, which must outlive the segment. */
-kvs_status kvs_segment_open_memory(kvs_segment **out, const void *data,
-                                   size_t len, kvs_error *err);
+KVS_API kvs_status kvs_segment_open_memory(kvs_segment **out, const void *data,
+                                           size_t len, kvs_error *err);
 
 /*
  * kvs_segment_open of a file the caller opened (fd stays the caller's: the
  * mapping outlives it). path is for messages and kvs_segment_path. The
  * caller chooses how the file is found, e.g. openat(2) with O_NOFOLLOW.
  */
-kvs_status kvs_segment_open_fd(kvs_segment **out, int fd, const char *path,
-                               kvs_error *err);
+KVS_API kvs_status kvs_segment_open_fd(kvs_segment **out, int fd,
+                                       const char *path, kvs_error *err);
 
 /* The path the segment was opened with, or NULL (kvs_segment_open_memory). */
-const char *kvs_segment_path(const kvs_segment *s);
+KVS_API const char *kvs_segment_path(const kvs_segment *s);
 
-void kvs_segment_ref(kvs_segment *s);
+KVS_API void kvs_segment_ref(kvs_segment *s);
 /* Drops a reference; the last one unmaps the file. NULL is ignored. */
-void kvs_segment_unref(kvs_segment *s);
+KVS_API void kvs_segment_unref(kvs_segment *s);
 
 /*
  * Whether address p lies in s's bytes (the file's mapping, or the memory
@@ -255,17 +257,17 @@ void kvs_segment_unref(kvs_segment *s);
  * For a SIGBUS handler's caller: a mapping faults where the file has been
  * cut short since it was opened.
  */
-bool kvs_segment_offset(const kvs_segment *s, const void *p,
-                        uint64_t *offset);
+KVS_API bool kvs_segment_offset(const kvs_segment *s, const void *p,
+                                uint64_t *offset);
 
-void kvs_segment_info_get(const kvs_segment *s, kvs_segment_info *info);
+KVS_API void kvs_segment_info_get(const kvs_segment *s, kvs_segment_info *info);
 
 /*
  * Checks the body CRC32C only: every byte after the directory. Linear time
  * at the speed of CRC32C; kvs_merge calls it on each input, so that a
  * damaged input never becomes a merge output with a valid CRC.
  */
-kvs_status kvs_segment_check_crc(const kvs_segment *s, kvs_error *err);
+KVS_API kvs_status kvs_segment_check_crc(const kvs_segment *s, kvs_error *err);
 
 /*
  * Checks the body CRC32C and decodes every record: key order, framing,
@@ -273,60 +275,61 @@ kvs_status kvs_segment_check_crc(const kvs_segment *s, kvs_error *err);
  * and the sort metadata against the keys. The first problem is named in
  * err. Linear time, constant memory beyond one key.
  */
-kvs_status kvs_segment_verify(kvs_segment *s, kvs_error *err);
+KVS_API kvs_status kvs_segment_verify(kvs_segment *s, kvs_error *err);
 
 /* Frames scan (seed 001): parses every record's framing and skips keys and
  * values without rebuilding keys; returns the number of records seen. */
-kvs_status kvs_segment_scan_frames(kvs_segment *s, uint64_t *records);
+KVS_API kvs_status kvs_segment_scan_frames(kvs_segment *s, uint64_t *records);
 
 /* ---- cursor ------------------------------------------------------------ */
 
 typedef struct kvs_cursor kvs_cursor;
 
 /* A cursor holds a reference on s; it starts positioned at the end. */
-kvs_status kvs_cursor_open(kvs_cursor **out, kvs_segment *s);
-void kvs_cursor_close(kvs_cursor *c);
+KVS_API kvs_status kvs_cursor_open(kvs_cursor **out, kvs_segment *s);
+KVS_API void kvs_cursor_close(kvs_cursor *c);
 
 /* The first record (or the end, for an empty segment). */
-kvs_status kvs_cursor_first(kvs_cursor *c);
+KVS_API kvs_status kvs_cursor_first(kvs_cursor *c);
 /* Record number i (0-based); i >= records positions at the end. */
-kvs_status kvs_cursor_seek_ordinal(kvs_cursor *c, uint64_t i);
+KVS_API kvs_status kvs_cursor_seek_ordinal(kvs_cursor *c, uint64_t i);
 /* The first record whose key is >= key (lower bound). */
-kvs_status kvs_cursor_seek(kvs_cursor *c, const void *key, uint64_t key_bits);
-kvs_status kvs_cursor_seek_bytes(kvs_cursor *c, const void *key,
-                                 size_t key_len);
+KVS_API kvs_status kvs_cursor_seek(kvs_cursor *c, const void *key,
+                                   uint64_t key_bits);
+KVS_API kvs_status kvs_cursor_seek_bytes(kvs_cursor *c, const void *key,
+                                         size_t key_len);
 /* Positions at key and sets *found when a record has exactly that key
  * (whatever its kind); otherwise at the lower bound. */
-kvs_status kvs_cursor_lookup(kvs_cursor *c, const void *key,
-                             uint64_t key_bits, bool *found);
-kvs_status kvs_cursor_lookup_bytes(kvs_cursor *c, const void *key,
-                                   size_t key_len, bool *found);
+KVS_API kvs_status kvs_cursor_lookup(kvs_cursor *c, const void *key,
+                                     uint64_t key_bits, bool *found);
+KVS_API kvs_status kvs_cursor_lookup_bytes(kvs_cursor *c, const void *key,
+                                           size_t key_len, bool *found);
 /* The next record; at the last record it moves to the end. */
-kvs_status kvs_cursor_next(kvs_cursor *c);
+KVS_API kvs_status kvs_cursor_next(kvs_cursor *c);
 
 /* True while the cursor is on a record. */
-bool kvs_cursor_valid(const kvs_cursor *c);
+KVS_API bool kvs_cursor_valid(const kvs_cursor *c);
 /* The current record's number (records at the end). */
-uint64_t kvs_cursor_ordinal(const kvs_cursor *c);
+KVS_API uint64_t kvs_cursor_ordinal(const kvs_cursor *c);
 /* The current key: its bytes (valid until the cursor moves) and length. */
-const uint8_t *kvs_cursor_key(const kvs_cursor *c, uint64_t *key_bits);
+KVS_API const uint8_t *kvs_cursor_key(const kvs_cursor *c, uint64_t *key_bits);
 /* The current key's kind. */
-kvs_kind kvs_cursor_kind(const kvs_cursor *c);
+KVS_API kvs_kind kvs_cursor_kind(const kvs_cursor *c);
 /*
  * The current value (empty for a tombstone). Byte profile: a pointer into
  * the mapped file, no copy. Bit profile: the value is copied into the
  * cursor's buffer, valid until the cursor moves.
  */
-kvs_status kvs_cursor_value(kvs_cursor *c, const uint8_t **value,
-                            size_t *value_len);
+KVS_API kvs_status kvs_cursor_value(kvs_cursor *c, const uint8_t **value,
+                                    size_t *value_len);
 /* The current value's length without reading it. */
-size_t kvs_cursor_value_len(const kvs_cursor *c);
+KVS_API size_t kvs_cursor_value_len(const kvs_cursor *c);
 
 /* ---- key helpers ------------------------------------------------------- */
 
 /* Compares bit strings a (a_bits long) and b: <0, 0 or >0. */
-int kvs_key_compare(const void *a, uint64_t a_bits, const void *b,
-                    uint64_t b_bits);
+KVS_API int kvs_key_compare(const void *a, uint64_t a_bits, const void *b,
+                            uint64_t b_bits);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,18 @@
 extern "C" {
 #endif
 
+/*
+ * KVS_API marks the functions of the public API: the only names the shared
+ * library exports (its version script is made from these declarations, so
+ * the helpers the core's files share stay inside). Every public header
+ * includes this one.
+ */
+#if defined(__GNUC__) || defined(__clang__)
+#define KVS_API __attribute__((visibility("default")))
+#else
+#define KVS_API
+#endif
+
 typedef enum kvs_status {
 	KVS_OK = 0,
 	KVS_E_TRUNCATED = -1, /* a read ran past the end of its payload */
@@ -40,11 +52,12 @@ typedef struct kvs_error {
 } kvs_error;
 
 /* Sets err (if not NULL) and returns status. printf-style message. */
-kvs_status kvs_error_set(kvs_error *err, kvs_status status, const char *fmt,
-                         ...) __attribute__((format(printf, 3, 4)));
+KVS_API kvs_status kvs_error_set(kvs_error *err, kvs_status status,
+                                 const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* A static, human-readable description of a status code. */
-const char *kvs_strerror(kvs_status status);
+KVS_API const char *kvs_strerror(kvs_status status);
 
 #ifdef __cplusplus
 }
