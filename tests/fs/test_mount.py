@@ -27,26 +27,10 @@ import test_segfs as T  # noqa: E402  (reads SEGFS and KVSEG from argv)
 # absolute: test_fsname mounts from another working directory
 T.SEGFS, T.KVSEG = os.path.abspath(T.SEGFS), os.path.abspath(T.KVSEG)
 from test_segfs import (KVSEG, SEGFS, Mount, build, check,  # noqa: E402
-                        listdir, read, run_tests, status)
+                        listdir, read, request, run_tests, status)
 
 TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 USAGE = os.path.join(TOP, "docs", "USAGE.md")
-
-
-def request(m, line):
-    """Writes one request to control/merge: 0 or the errno (of the open
-    too: a read-only mount refuses it there)."""
-    try:
-        fd = os.open(m.path("control", "merge"), os.O_WRONLY)
-    except OSError as e:
-        return e.errno
-    try:
-        os.write(fd, line)
-        return 0
-    except OSError as e:
-        return e.errno
-    finally:
-        os.close(fd)
 
 
 def kvseg(*args):
