@@ -23,6 +23,8 @@ packages=(
 test_packages=(
 	g++                                           # C++ benchmark peers
 	clang libclang-rt-dev                         # libFuzzer targets
+	man-db                                        # the install test renders
+	                                              # the man pages (man -l)
 	libsdsl-dev                                   # benchmark peers
 	librocksdb-dev liblmdb-dev libleveldb-dev     # segment and merge peers
 )
