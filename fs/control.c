@@ -6,6 +6,7 @@
  * "Control files").
  */
 #include "segfs.h"
+#include "control_parse.h"
 #include "guard.h"
 #include "log.h"
 
@@ -25,8 +26,6 @@
 
 #include "kvseg/merge.h"
 
-#define MAX_REQUEST 4096
-#define MAX_INPUTS 4096
 
 enum job_state { QUEUED, RUNNING, DONE, FAILED, CANCELLED, REJECTED };
 static const char *const state_names[] = {"queued", "running", "done",
@@ -567,10 +566,7 @@ static void end_job(job *j, enum job_state st)
 
 /* ---- requests ------------------------------------------------------------------- */
 
-typedef struct req_error {
-	int err;
-	char msg[256];
-} req_error;
+typedef control_error req_error;
 
 static int fail(req_error *e, int err, const char *fmt, ...)
 {
@@ -644,32 +640,6 @@ static bool output_taken(const char *name)
 	return false;
 }
 
-/* 0 when v is a, 1 when it is b, else -1. */
-static int choose(const char *v, const char *a, const char *b)
-{
-	return !strcmp(v, a) ? 0 : !strcmp(v, b) ? 1 : -1;
-}
-
-/*
- * A number as the grammar has it: decimal digits, no sign, no leading zero
- * (strtoul would also take "+5", " 5" and "015", which the grammar does
- * not), at most max.
- */
-static bool plain_number(const char *s, uint64_t max, uint64_t *out)
-{
-	uint64_t v = 0;
-	if (!*s || (s[0] == '0' && s[1]))
-		return false;
-	for (; *s; s++) {
-		unsigned d = (unsigned)(*s - '0');
-		if (d > 9 || v > (max - d) / 10)
-			return false;
-		v = v * 10 + d;
-	}
-	*out = v;
-	return true;
-}
-
 /* Is slot id an input of one of the n jobs? */
 static bool input_of(job *const *jobs, size_t n, uint32_t id)
 {
@@ -680,271 +650,54 @@ static bool input_of(job *const *jobs, size_t n, uint32_t id)
 	return false;
 }
 
-/* Parses and checks one merge request against the current snapshot
- * (tokens in tok[0 .. ntok), tok[0] == "merge") into j; under J.lock.
- * earlier[0 .. nearlier) are the requests before it in the same write,
- * checked but not queued yet. */
-static int parse_merge(char **tok, size_t ntok, const snap *cur,
-                       job *const *earlier, size_t nearlier, job *j,
-                       req_error *e)
+static bool taken_cb(void *ctx, const char *name)
 {
-	bool all = false, seen_opt[5] = {0};
-	const char *out = NULL;
-	int profile = -1, framing = -1, drop = 0;
-	uint64_t restart = 0;
-	size_t *pos = calloc(cur->n ? cur->n : 1, sizeof *pos);
-	bool *chosen = calloc(cur->n ? cur->n : 1, sizeof *chosen);
-	size_t nnames = 0;
+	(void)ctx;
+	return output_taken(name);
+}
+
+/*
+ * Checks one merge request against the current snapshot (under J.lock
+ * and S.lock) and fills j from its plan. The request is read by
+ * control_parse_merge, a pure function of the words and the snapshot
+ * made here; earlier[0 .. nearlier) are the requests before it in the
+ * same write, checked but not queued yet.
+ */
+static int plan_merge(const control_words *w, const snap *cur,
+                      job *const *earlier, size_t nearlier, job *j,
+                      req_error *e)
+{
+	size_t cap = cur->n ? cur->n : 1;
+	kvs_merge_live *live = calloc(cap, sizeof *live);
+	unsigned char *busy = calloc(cap, 1);
+	kvs_merge_plan plan;
 	int rc = 0;
-	if (!pos || !chosen) {
+	if (!live || !busy) {
 		rc = fail(e, ENOMEM, "out of memory");
 		goto out;
 	}
-	static const char *const keys[] = {"profile", "framing", "restart",
-	                                   "name", "tombstones"};
-	/*
-	 * merge = "merge" SP ("all" / NAME *(SP NAME)) *(SP OPTION): the
-	 * inputs, then the options. A word is an option when what precedes
-	 * its first '=' is an option's key. A segment's name may hold '=' (or
-	 * be a key) too, so before the first option another word is a name;
-	 * but if no live segment has it, a word that looks like an option is
-	 * an unknown option or one without its value (EINVAL, like any
-	 * misspelt option), not a missing segment (ENOENT).
-	 */
-	bool opts = false;
-	for (size_t t = 1; t < ntok && !rc; t++) {
-		char *s = tok[t];
-		char *eq = strchr(s, '=');
-		size_t klen = eq ? (size_t)(eq - s) : strlen(s);
-		int key = -1, like = -1;
-		for (int k = 0; k < 5; k++)
-			if (klen == strlen(keys[k]) &&
-			    !strncmp(s, keys[k], klen))
-				like = k;
-		if (eq)
-			key = like;
-		if (key < 0 && !strcmp(s, "all")) {
-			if (all)
-				rc = fail(e, EINVAL, "'all' is given twice");
-			else if (opts)
-				rc = fail(e, EINVAL,
-				          "'all' after an option: the inputs "
-				          "come first, then the options");
-			all = true;
-			continue;
-		}
-		if (key < 0) { /* a segment name */
-			size_t at = SIZE_MAX;
-			for (size_t i = 0; i < cur->n; i++)
-				if (!strcmp(slot_get(cur->live[i])->name, s))
-					at = i;
-			bool no_name = at == SIZE_MAX || opts || all;
-			if (eq && no_name) {
-				rc = fail(e, EINVAL,
-				          "unknown option '%.100s' (profile=, "
-				          "framing=, restart=, name= or "
-				          "tombstones=)",
-				          s);
-				break;
-			}
-			if (like >= 0 && no_name) {
-				rc = fail(e, EINVAL,
-				          "option %s without a value "
-				          "(%s=...)",
-				          s, s);
-				break;
-			}
-			if (opts) {
-				rc = fail(e, EINVAL,
-				          "'%.100s' after an option: the "
-				          "inputs come first, then the options",
-				          s);
-				break;
-			}
-			if (!kvs_catalog_name_valid(s)) {
-				rc = fail(e, EINVAL,
-				          "'%.100s' cannot be a segment name "
-				          "(empty, too long, with '/', or "
-				          "starting with '.')",
-				          s);
-				break;
-			}
-			if (at == SIZE_MAX) {
-				rc = fail(e, ENOENT,
-				          "no live segment is called '%.100s'",
-				          s);
-				break;
-			}
-			if (chosen[at]) {
-				rc = fail(e, EINVAL, "'%.100s' is given twice",
-				          s);
-				break;
-			}
-			chosen[at] = true;
-			nnames++;
-			continue;
-		}
-		opts = true;
-		const char *v = eq + 1;
-		if (seen_opt[key]) {
-			rc = fail(e, EINVAL, "option %s is given twice",
-			          keys[key]);
-			break;
-		}
-		seen_opt[key] = true;
-		switch (key) {
-		case 0: /* KVS_PROFILE_BYTE, KVS_PROFILE_BIT */
-			if ((profile = choose(v, "byte", "bit")) < 0)
-				rc = fail(e, EINVAL,
-				          "profile=%.40s: byte or bit", v);
-			break;
-		case 1: /* KVS_FRAMING_TYPED, KVS_FRAMING_RAW */
-			if ((framing = choose(v, "typed", "raw")) < 0)
-				rc = fail(e, EINVAL,
-				          "framing=%.40s: typed or raw", v);
-			break;
-		case 2:
-			if (!plain_number(v, KVS_MAX_RESTART_INTERVAL,
-			                  &restart) ||
-			    restart < 1)
-				rc = fail(e, EINVAL,
-				          "restart=%.40s: a number from 1 to "
-				          "%d",
-				          v, KVS_MAX_RESTART_INTERVAL);
-			break;
-		case 3:
-			if (!kvs_catalog_name_valid(v))
-				rc = fail(e, EINVAL,
-				          "name=%.100s cannot be a segment name",
-				          v);
-			out = v;
-			break;
-		case 4:
-			if ((drop = choose(v, "keep", "drop")) < 0)
-				rc = fail(e, EINVAL,
-				          "tombstones=%.40s: keep or drop", v);
-			break;
-		}
+	for (size_t i = 0; i < cur->n; i++) {
+		const slot *s = slot_get(cur->live[i]);
+		live[i].name = s->name;
+		live[i].info = &s->info;
+		busy[i] = !s->busy ? CONTROL_FREE
+		          : input_of(earlier, nearlier, cur->live[i])
+		              ? CONTROL_BUSY_EARLIER
+		              : CONTROL_BUSY;
 	}
-	if (rc)
+	control_snapshot sn = {live, cur->n, busy, taken_cb, NULL};
+	if ((rc = control_parse_merge(w, &sn, &plan, e)))
 		goto out;
-	if (all && nnames) {
-		rc = fail(e, EINVAL, "'all' and segment names together");
-		goto out;
-	}
-	if (!all && !nnames) {
-		rc = fail(e, EINVAL, "merge what? Give 'all' or segment names");
-		goto out;
-	}
-	if (all)
-		for (size_t i = 0; i < cur->n; i++)
-			chosen[i] = true;
-	size_t lo = SIZE_MAX, hi = 0, n = 0;
-	for (size_t i = 0; i < cur->n; i++)
-		if (chosen[i]) {
-			lo = lo < i ? lo : i;
-			hi = i;
-			pos[n++] = i;
-		}
-	if (n == 0) {
-		rc = fail(e, EINVAL, "there are no live segments to merge");
-		goto out;
-	}
-	if (n > MAX_INPUTS) {
-		rc = fail(e, EINVAL, "more than %d inputs", MAX_INPUTS);
-		goto out;
-	}
-	for (size_t i = lo; i <= hi; i++)
-		if (!chosen[i]) {
-			rc = fail(e, EINVAL,
-			          "the inputs must be consecutive in age order, "
-			          "but %.100s lies between them",
-			          slot_get(cur->live[i])->name);
-			goto out;
-		}
-	bool oldest = lo == 0;
-	if (drop && !oldest) {
-		rc = fail(e, EINVAL,
-		          "tombstones=drop needs the oldest live segment (%.100s) "
-		          "among the inputs",
-		          slot_get(cur->live[0])->name);
-		goto out;
-	}
-	/* the output's mode: from the newest input unless given; typed
-	 * unless every input is raw */
-	const slot *newest = slot_get(cur->live[hi]);
-	bool all_raw = true;
-	uint64_t tombstones = 0, seq = 0, bytes = 0;
-	for (size_t k = 0; k < n; k++) {
-		const slot *s = slot_get(cur->live[pos[k]]);
-		all_raw &= s->info.framing == KVS_FRAMING_RAW;
-		tombstones += s->info.tombstones;
-		seq = s->info.sequence > seq ? s->info.sequence : seq;
-		bytes += s->info.file_bytes;
-	}
-	kvs_writer_options *w = &j->opt.output;
-	w->profile = profile >= 0 ? (kvs_profile)profile : newest->info.profile;
-	w->framing = framing >= 0 ? (kvs_framing)framing
-	             : all_raw    ? KVS_FRAMING_RAW
-	                          : KVS_FRAMING_TYPED;
-	w->restart_interval =
-	    restart ? (uint32_t)restart : newest->info.restart_interval;
-	w->sequence = seq;
-	j->opt.drop_tombstones = drop;
-	j->opt.includes_oldest = oldest;
-	if (w->framing == KVS_FRAMING_RAW && tombstones && !drop) {
-		rc = fail(e, EINVAL,
-		          "framing=raw cannot hold the inputs' %" PRIu64
-		          " tombstones (use framing=typed, or tombstones=drop "
-		          "with the oldest segment)",
-		          tombstones);
-		goto out;
-	}
-	for (size_t k = 0; k < n; k++) {
-		uint32_t id = cur->live[pos[k]];
-		if (slot_get(id)->busy) {
-			rc = fail(e, EBUSY,
-			          input_of(earlier, nearlier, id)
-			              ? "%.100s is an input of an earlier request "
-			                "of this write"
-			              : "%.100s is already being merged",
-			          slot_get(id)->name);
-			goto out;
-		}
-	}
-	if (out) {
-		if (output_taken(out)) {
-			rc = fail(e, EEXIST, "name=%.100s: the file exists", out);
-			goto out;
-		}
-		snprintf(j->out, sizeof j->out, "%s", out);
-	} else {
-		for (unsigned k = 1; k <= 1000 && !j->out[0]; k++) {
-			char name[64];
-			if (k == 1)
-				snprintf(name, sizeof name, "seg-%" PRIu64 ".kvs",
-				         seq);
-			else
-				snprintf(name, sizeof name,
-				         "seg-%" PRIu64 "-%u.kvs", seq, k);
-			if (!output_taken(name))
-				snprintf(j->out, sizeof j->out, "%s", name);
-		}
-		if (!j->out[0]) {
-			rc = fail(e, EEXIST, "no free output name seg-%" PRIu64
-			                     "[-N].kvs",
-			          seq);
-			goto out;
-		}
-	}
-	j->inputs = calloc(n, sizeof *j->inputs);
-	j->names = calloc(n, sizeof *j->names);
+	snprintf(j->out, sizeof j->out, "%s", plan.output);
+	j->opt = plan.options;
+	j->inputs = calloc(plan.n, sizeof *j->inputs);
+	j->names = calloc(plan.n, sizeof *j->names);
 	if (!j->inputs || !j->names) {
 		rc = fail(e, ENOMEM, "out of memory");
 		goto out;
 	}
-	for (size_t k = 0; k < n; k++) {
-		const slot *s = slot_get(cur->live[pos[k]]);
+	for (size_t k = 0; k < plan.n; k++) {
+		const slot *s = slot_get(cur->live[plan.first + k]);
 		j->inputs[k] = s->id;
 		if (!(j->names[k] = strdup(s->name))) {
 			j->n = k;
@@ -952,21 +705,20 @@ static int parse_merge(char **tok, size_t ntok, const snap *cur,
 			goto out;
 		}
 	}
-	j->n = n;
-	j->bytes_in = bytes;
+	j->n = plan.n;
+	j->bytes_in = plan.bytes_in;
 out:
-	free(pos);
-	free(chosen);
+	free(live);
+	free(busy);
 	return rc;
 }
 
-static int parse_cancel(char **tok, size_t ntok, req_error *e)
+static int parse_cancel(const control_words *w, req_error *e)
 {
-	if (ntok != 2)
-		return fail(e, EINVAL, "cancel takes one job id");
 	uint64_t id;
-	if (!plain_number(tok[1], UINT64_MAX, &id))
-		return fail(e, EINVAL, "'%.40s' is not a job id", tok[1]);
+	int rc = control_parse_cancel(w, &id, e);
+	if (rc)
+		return rc;
 	job *j = find_job(id);
 	if (!j || j->state == REJECTED)
 		return fail(e, ENOENT, "no job %" PRIu64, id);
@@ -997,60 +749,12 @@ static int handle_line(char *line, size_t len, job *const *earlier,
                        size_t nearlier, req_error *e, job **made)
 {
 	*made = NULL;
-	if (len > MAX_REQUEST)
-		return fail(e, EINVAL, "a request longer than %d bytes",
-		            MAX_REQUEST);
-	/*
-	 * Words of printable bytes, separated by single spaces (USAGE.md's
-	 * grammar). A control byte is refused, not taken as a separator or
-	 * as part of a word: the CR of a CRLF line or a tab would otherwise
-	 * make a request that only looks right, and the shell that wrote it
-	 * should hear so.
-	 */
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)line[i];
-		if (c == 0)
-			return fail(e, EINVAL,
-			            "a NUL byte (0x00) at offset %zu of the "
-			            "request",
-			            i);
-		if (c < 0x20 || c == 0x7F)
-			return fail(e, EINVAL,
-			            "control byte 0x%02x%s at offset %zu of "
-			            "the request (words are printable, "
-			            "separated by single spaces)",
-			            c,
-			            c == '\t'   ? " (tab)"
-			            : c == '\r' ? " (carriage return)"
-			            : c == 0x7F ? " (DEL)"
-			                        : "",
-			            i);
-	}
-	if (strspn(line, " ") == len)
-		return fail(e, EINVAL, "an empty request");
-	for (size_t i = 0; i < len; i++)
-		if (line[i] == ' ' &&
-		    (i == 0 || i + 1 == len || line[i - 1] == ' '))
-			return fail(e, EINVAL,
-			            "an extra space at offset %zu of the "
-			            "request (words are separated by one "
-			            "space, with none before the first or "
-			            "after the last)",
-			            i);
-	char *tok[MAX_INPUTS + 8];
-	size_t ntok = 0;
-	for (char *p = line; p;) {
-		if (ntok == sizeof tok / sizeof *tok)
-			return fail(e, EINVAL, "too many words");
-		tok[ntok++] = p;
-		if ((p = strchr(p, ' ')))
-			*p++ = '\0';
-	}
-	if (!strcmp(tok[0], "cancel"))
-		return parse_cancel(tok, ntok, e);
-	if (strcmp(tok[0], "merge") != 0)
-		return fail(e, EINVAL,
-		            "unknown request '%.40s' (merge or cancel)", tok[0]);
+	control_words w;
+	int rc = control_split(line, len, &w, e);
+	if (rc)
+		return rc;
+	if (!strcmp(w.word[0], "cancel"))
+		return parse_cancel(&w, e);
 	if (J.stopping)
 		return fail(e, ESHUTDOWN, "segfs is unmounting");
 	if (S.ro_why)
@@ -1061,7 +765,7 @@ static int handle_line(char *line, size_t len, job *const *earlier,
 		return fail(e, ENOMEM, "out of memory");
 	snap *cur = snap_current();
 	pthread_mutex_lock(&S.lock);
-	int rc = parse_merge(tok, ntok, cur, earlier, nearlier, j, e);
+	rc = plan_merge(&w, cur, earlier, nearlier, j, e);
 	if (!rc && J.queued + nearlier >= S.queue)
 		rc = fail(e, EAGAIN, "%zu jobs are queued already (the bound)",
 		          J.queued + nearlier);
