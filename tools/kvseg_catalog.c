@@ -258,94 +258,71 @@ static int catalog_add(const struct catalog_args *a)
 
 /* ---- merge ------------------------------------------------------------- */
 
-/* Picks the live segments to merge: [*first, *first + *n). */
-static int choose_inputs(const struct catalog_args *a, const kvs_catalog *c,
-                         size_t *first, size_t *n)
+/* The planner's view of the catalog: its names, and the infos of the
+ * inputs once they are open. */
+struct catalog_snapshot {
+	kvs_merge_live *live;
+	kvs_segment_info *infos;
+	size_t count;
+	const char **names; /* the request's, resolved to names in DIR */
+};
+
+/* A taken output name: anything there, even a dangling link, or
+ * whatever cannot be looked at. */
+static bool name_taken(void *ctx, const char *name)
 {
-	size_t count = kvs_catalog_count(c), lo = SIZE_MAX, hi = 0;
-	bool *chosen;
-	int rc = EXIT_OK;
+	char *path = cli_path_join(ctx, name);
+	struct stat sb;
+	bool taken = !path || lstat(path, &sb) == 0 || errno != ENOENT;
 
-	*first = 0;
-	*n = count;
-	if (a->count == 0 ||
-	    (a->count == 1 && strcmp(a->operands[0], "all") == 0))
-		return EXIT_OK;
-	chosen = calloc(count + 1, sizeof *chosen);
-	if (!chosen) {
-		cli_error("catalog", NULL, "out of memory");
-		return EXIT_SYSTEM;
-	}
-	for (size_t i = 0; i < a->count && !rc; i++) {
-		char name[KVS_CATALOG_MAX_NAME + 1];
-		ptrdiff_t found;
-		size_t at;
-
-		rc = resolve_name(a->dir, a->operands[i], name);
-		if (rc)
-			break;
-		found = kvs_catalog_find(c, name);
-		at = found < 0 ? count : (size_t)found;
-		if (at == count)
-			rc = cli_usage("catalog",
-			               "merge: '%s' is not a live segment of "
-			               "%s (see kvseg catalog %s list)",
-			               a->operands[i], a->dir, a->dir);
-		else if (chosen[at])
-			rc = cli_usage("catalog", "merge: '%s' is given twice",
-			               a->operands[i]);
-		else
-			chosen[at] = true;
-		lo = at < lo ? at : lo;
-		hi = at > hi ? at : hi;
-	}
-	for (size_t i = lo; !rc && i <= hi; i++) {
-		if (!chosen[i])
-			rc = cli_usage("catalog",
-			               "merge: the segments to merge must be "
-			               "consecutive in age order, but %s lies "
-			               "between them",
-			               kvs_catalog_entry_at(c, i)->name);
-	}
-	free(chosen);
-	*first = lo;
-	*n = rc ? 0 : hi - lo + 1;
-	return rc;
+	free(path);
+	return taken;
 }
 
-/* Picks DIR/seg-SEQUENCE.kvs, or seg-SEQUENCE-N.kvs, the first free one. */
-static int choose_output(const char *dir, uint64_t sequence,
-                         char name[KVS_CATALOG_MAX_NAME + 1], char **path)
+/* Reports a refused plan in kvseg's words; returns the exit code. */
+static int plan_refused(const struct catalog_args *a,
+                        const struct catalog_snapshot *snap,
+                        const kvs_merge_plan *plan, const kvs_error *err)
 {
-	for (unsigned n = 1; n <= 1000; n++) {
-		struct stat sb;
+	size_t at = plan->problem_at;
 
-		if (n == 1)
-			snprintf(name, KVS_CATALOG_MAX_NAME + 1, "seg-%llu.kvs",
-			         (unsigned long long)sequence);
-		else
-			snprintf(name, KVS_CATALOG_MAX_NAME + 1,
-			         "seg-%llu-%u.kvs",
-			         (unsigned long long)sequence, n);
-		*path = cli_path_join(dir, name);
-		if (!*path) {
-			cli_error("catalog", NULL, "out of memory");
-			return EXIT_SYSTEM;
-		}
-		if (lstat(*path, &sb) < 0) {
-			if (errno == ENOENT)
-				return EXIT_OK;
-			cli_error("catalog", *path, "%s", strerror(errno));
-			free(*path);
-			*path = NULL;
-			return EXIT_SYSTEM;
-		}
-		free(*path); /* taken */
-		*path = NULL;
+	switch (plan->problem) {
+	case KVS_PLAN_UNKNOWN_NAME:
+		return cli_usage("catalog",
+		                 "merge: '%s' is not a live segment of %s (see "
+		                 "kvseg catalog %s list)",
+		                 a->operands[at], a->dir, a->dir);
+	case KVS_PLAN_NAME_TWICE:
+		return cli_usage("catalog", "merge: '%s' is given twice",
+		                 a->operands[at]);
+	case KVS_PLAN_NOT_CONSECUTIVE:
+		return cli_usage("catalog",
+		                 "merge: the segments to merge must be "
+		                 "consecutive in age order, but %s lies "
+		                 "between them",
+		                 snap->live[at].name);
+	case KVS_PLAN_DROP_NOT_OLDEST:
+		return cli_usage("catalog", "--drop-tombstones needs the oldest "
+		                            "live segment among the inputs");
+	case KVS_PLAN_CODES_NOT_BIT:
+		return cli_usage("catalog", "--codes needs a bit-profile "
+		                            "output (--profile bit)");
+	case KVS_PLAN_RAW_TOMBSTONES: {
+		char *path = cli_path_join(a->dir, snap->live[at].name);
+		int rc = merge_raw_tombstones("catalog",
+		                              path ? path : snap->live[at].name,
+		                              snap->infos[at].tombstones);
+		free(path);
+		return rc;
 	}
-	cli_error("catalog", dir, "no free name seg-%llu[-N].kvs",
-	          (unsigned long long)sequence);
-	return EXIT_SYSTEM;
+	case KVS_PLAN_NO_FREE_NAME:
+		cli_error("catalog", a->dir, "no free name seg-%llu[-N].kvs",
+		          (unsigned long long)plan->options.output.sequence);
+		return EXIT_SYSTEM;
+	default:
+		cli_error("catalog", a->dir, "%s", err->message);
+		return exit_for_status(err->status);
+	}
 }
 
 /* Is name live in the newest generation? When that cannot be known, yes:
@@ -410,30 +387,63 @@ static int publication_failure(const struct catalog_args *a,
 static int catalog_merge(struct catalog_args *a)
 {
 	struct merge_config *cfg = &a->merge;
+	struct catalog_snapshot snap = {0};
 	kvs_catalog *c = NULL;
 	kvs_segment **segs = NULL;
 	const char **names = NULL;
 	char **paths = NULL;
-	char out_name[KVS_CATALOG_MAX_NAME + 1];
 	char *out_path = NULL;
+	kvs_merge_request req;
+	kvs_merge_plan plan;
 	kvs_merge_stats stats;
+	kvs_error err = {0};
 	uint64_t generation;
-	size_t first, n = 0;
+	size_t n = 0;
 	int rc = open_catalog(a->dir, 0, &c);
 
 	if (rc)
 		return rc;
 	generation = kvs_catalog_generation(c);
-	rc = choose_inputs(a, c, &first, &n);
-	if (rc)
-		goto out;
-	if (n == 0) {
-		if (!cfg->quiet)
-			printf("nothing to merge: %s has no live segments\n",
-			       a->dir);
-		rc = cli_flush_stdout("catalog");
+	snap.count = kvs_catalog_count(c);
+	snap.live = calloc(snap.count + 1, sizeof *snap.live);
+	snap.infos = calloc(snap.count + 1, sizeof *snap.infos);
+	snap.names = calloc(a->count + 1, sizeof *snap.names);
+	char(*resolved)[KVS_CATALOG_MAX_NAME + 1] =
+	    calloc(a->count + 1, sizeof *resolved);
+	if (!snap.live || !snap.infos || !snap.names || !resolved) {
+		cli_error("catalog", NULL, "out of memory");
+		rc = EXIT_SYSTEM;
 		goto out;
 	}
+	for (size_t i = 0; i < snap.count; i++)
+		snap.live[i].name = kvs_catalog_entry_at(c, i)->name;
+	/* the request: NAMEs resolved to names in DIR, or all */
+	merge_request_of(cfg, &req);
+	if (!(a->count == 1 && strcmp(a->operands[0], "all") == 0)) {
+		for (size_t i = 0; i < a->count && !rc; i++) {
+			rc = resolve_name(a->dir, a->operands[i], resolved[i]);
+			snap.names[i] = resolved[i];
+		}
+		if (rc)
+			goto out;
+		req.names = snap.names;
+		req.n_names = a->count;
+	}
+	/* the inputs, then open them, then the plan (kvseg/merge_plan.h) */
+	if (kvs_merge_plan_select(snap.live, snap.count, &req, &plan, &err) !=
+	    KVS_OK) {
+		if (plan.problem == KVS_PLAN_NOTHING) {
+			if (!cfg->quiet)
+				printf("nothing to merge: %s has no live "
+				       "segments\n",
+				       a->dir);
+			rc = cli_flush_stdout("catalog");
+		} else {
+			rc = plan_refused(a, &snap, &plan, &err);
+		}
+		goto out;
+	}
+	n = plan.n;
 	segs = calloc(n, sizeof *segs);
 	names = calloc(n, sizeof *names);
 	paths = calloc(n, sizeof *paths);
@@ -443,40 +453,40 @@ static int catalog_merge(struct catalog_args *a)
 		goto out;
 	}
 	for (size_t i = 0; i < n && !rc; i++) {
-		const kvs_catalog_entry *e = kvs_catalog_entry_at(c, first + i);
+		size_t at = plan.first + i;
 
-		names[i] = e->name;
-		paths[i] = cli_path_join(a->dir, e->name);
+		names[i] = snap.live[at].name;
+		paths[i] = cli_path_join(a->dir, names[i]);
 		if (!paths[i]) {
 			cli_error("catalog", NULL, "out of memory");
 			rc = EXIT_SYSTEM;
 		} else {
-			rc = open_catalog_segment("catalog", c, first + i,
-			                          paths[i], &segs[i]);
+			rc = open_catalog_segment("catalog", c, at, paths[i],
+			                          &segs[i]);
+		}
+		if (!rc) {
+			kvs_segment_info_get(segs[i], &snap.infos[at]);
+			snap.live[at].info = &snap.infos[at];
 		}
 	}
 	if (rc)
 		goto out;
-	cfg->includes_oldest = first == 0;
-	if (!cfg->sequence_set) {
-		for (size_t i = 0; i < n; i++) {
-			const kvs_catalog_entry *e =
-			    kvs_catalog_entry_at(c, first + i);
-
-			if (i == 0 || e->sequence > cfg->output.sequence)
-				cfg->output.sequence = e->sequence;
-		}
-		cfg->sequence_set = true;
-	}
-	rc = merge_prepare("catalog", segs, (const char *const *)paths, n, cfg);
-	if (!rc)
-		rc = choose_output(a->dir, cfg->output.sequence, out_name,
-		                   &out_path);
-	if (rc)
+	if (kvs_merge_plan_make(snap.live, snap.count, &req, name_taken,
+	                        (void *)a->dir, &plan, &err) != KVS_OK) {
+		rc = plan_refused(a, &snap, &plan, &err);
 		goto out;
-	struct publication pub = {c, generation, names, n, out_name, KVS_OK,
+	}
+	out_path = cli_path_join(a->dir, plan.output);
+	if (!out_path) {
+		cli_error("catalog", NULL, "out of memory");
+		rc = EXIT_SYSTEM;
+		goto out;
+	}
+	cfg->output = plan.options.output;
+	cfg->drop_tombstones = plan.options.drop_tombstones;
+	cfg->includes_oldest = plan.options.includes_oldest;
+	struct publication pub = {c, generation, names, n, plan.output, KVS_OK,
 	                          {0}};
-	kvs_error err = {0};
 	cfg->output.publish = publish_in_catalog;
 	cfg->output.publish_ctx = &pub;
 	kvs_status st = merge_exec(segs, n, out_path, cfg, &stats, &err);
@@ -500,6 +510,10 @@ out:
 	free(names);
 	free(paths);
 	free(out_path);
+	free(snap.live);
+	free(snap.infos);
+	free(snap.names);
+	free(resolved);
 	kvs_catalog_close(c);
 	return rc;
 }

@@ -26,6 +26,7 @@
 
 #include "kvseg/catalog.h"
 #include "kvseg/merge.h"
+#include "kvseg/merge_plan.h"
 #include "kvseg/segment.h"
 
 /* Exit codes (docs/USAGE.md, "Exit status"). */
@@ -354,14 +355,19 @@ struct merge_config {
 int merge_option(const char *verb, struct merge_config *cfg, int id,
                  const char *value);
 /*
- * Fills in the output mode the options left open from the inputs (oldest
- * first): the newest input's mode, restart interval and codes, typed
- * framing if the newest is raw but tombstones would remain, and the
- * highest input sequence + 1. Checks the combination; returns 0 or an
+ * kvseg merge: fills in the output mode the options left open from the
+ * inputs (oldest first) by the planner's rule (kvs_merge_plan_mode), and
+ * the highest input sequence + 1. Checks the combination; returns 0 or an
  * exit code after reporting.
  */
 int merge_prepare(const char *verb, kvs_segment *const *inputs,
                   const char *const *names, size_t n, struct merge_config *cfg);
+/* The planner's request for what cfg says (names and output name left
+ * unset). */
+void merge_request_of(const struct merge_config *cfg, kvs_merge_request *req);
+/* Reports that path holds count tombstones a raw output cannot hold;
+ * returns the exit code. */
+int merge_raw_tombstones(const char *verb, const char *path, uint64_t count);
 /* Runs kvs_merge into out with a progress bar on a terminal (unless
  * quiet); its status, with err set on failure. */
 kvs_status merge_exec(kvs_segment *const *inputs, size_t n, const char *out,

@@ -2,13 +2,12 @@
  * kvseg_merge.c — kvseg merge: N segments into one through kvs_merge, and
  * what catalog merge shares with it (options, defaults, progress, errors).
  *
- * Options left out take their values from the inputs, so that merging
- * segments of one mode keeps that mode: the newest input's profile,
- * framing, restart interval and codes, and a sequence one above the
+ * Options left out take their values from the inputs by the rule that
+ * kvseg catalog merge and segfs share (kvs_merge_plan_mode): the smallest
+ * mode that holds every input, the newest input's restart interval, the
+ * newest bit-profile input's codes; and a sequence one above the
  * highest input's, which makes the output newer than everything it
- * replaces. The one exception is framing: a raw newest input gives a
- * typed output when an input holds tombstones that are not dropped, since
- * kvs_merge refuses a raw output then (it checks the inputs' counts).
+ * replaces.
  *
  * The progress bar is for people: it appears only when stderr is a
  * terminal, is redrawn at most ten times a second, and is erased before
@@ -66,69 +65,87 @@ int merge_option(const char *verb, struct merge_config *cfg, int id,
 	return EXIT_OK;
 }
 
+void merge_request_of(const struct merge_config *cfg, kvs_merge_request *req)
+{
+	memset(req, 0, sizeof *req);
+	req->profile_set = cfg->profile_set;
+	req->profile = cfg->output.profile;
+	req->framing_set = cfg->framing_set;
+	req->framing = cfg->output.framing;
+	req->restart_set = cfg->restart_set;
+	req->restart_interval = cfg->output.restart_interval;
+	req->codes_set = cfg->codes_set;
+	memcpy(req->codes, cfg->output.codes, sizeof req->codes);
+	req->sequence_set = cfg->sequence_set;
+	req->sequence = cfg->output.sequence;
+	req->drop_tombstones = cfg->drop_tombstones;
+}
+
+int merge_raw_tombstones(const char *verb, const char *path, uint64_t count)
+{
+	cli_error(verb, path,
+	          "holds %llu tombstone%s, but raw framing has none (keep "
+	          "typed framing, or drop them with --drop-tombstones)",
+	          (unsigned long long)count, count == 1 ? "" : "s");
+	return EXIT_DATA;
+}
+
 int merge_prepare(const char *verb, kvs_segment *const *inputs,
                   const char *const *names, size_t n, struct merge_config *cfg)
 {
-	kvs_segment_info newest, info;
+	kvs_segment_info *infos = calloc(n, sizeof *infos);
+	const kvs_segment_info **in = calloc(n, sizeof *in);
+	kvs_merge_request req;
 	uint64_t tombstones = 0, max_sequence = 0;
 	size_t holder = 0;
+	int rc = EXIT_OK;
 
-	kvs_segment_info_get(inputs[n - 1], &newest);
-	for (size_t i = 0; i < n; i++) {
-		kvs_segment_info_get(inputs[i], &info);
-		if (info.tombstones && !tombstones)
-			holder = i;
-		tombstones += info.tombstones;
-		if (info.sequence > max_sequence)
-			max_sequence = info.sequence;
+	if (!infos || !in) {
+		cli_error(verb, NULL, "out of memory");
+		rc = EXIT_SYSTEM;
+		goto out;
 	}
-	if (cfg->drop_tombstones && !cfg->includes_oldest)
-		return cli_usage(verb,
-		                 strcmp(verb, "merge") == 0
-		                     ? "--drop-tombstones needs "
-		                       "--includes-oldest (older segments "
-		                       "could still hold the deleted keys)"
-		                     : "--drop-tombstones needs the oldest "
-		                       "live segment among the inputs");
+	for (size_t i = 0; i < n; i++) {
+		kvs_segment_info_get(inputs[i], &infos[i]);
+		in[i] = &infos[i];
+		if (infos[i].tombstones && !tombstones)
+			holder = i;
+		tombstones += infos[i].tombstones;
+		if (infos[i].sequence > max_sequence)
+			max_sequence = infos[i].sequence;
+	}
+	if (cfg->drop_tombstones && !cfg->includes_oldest) {
+		rc = cli_usage(verb, "--drop-tombstones needs --includes-oldest "
+		                     "(older segments could still hold the "
+		                     "deleted keys)");
+		goto out;
+	}
 	if (cfg->drop_tombstones)
 		tombstones = 0; /* none remain */
-	if (!cfg->profile_set)
-		cfg->output.profile = newest.profile;
-	if (!cfg->framing_set)
-		cfg->output.framing =
-		    newest.framing == KVS_FRAMING_RAW && tombstones == 0
-		        ? KVS_FRAMING_RAW
-		        : KVS_FRAMING_TYPED;
-	if (!cfg->restart_set)
-		cfg->output.restart_interval = newest.restart_interval;
-	if (cfg->codes_set && cfg->output.profile != KVS_PROFILE_BIT)
-		return cli_usage(verb, "--codes needs a bit-profile output "
-		                       "(--profile bit)");
-	cfg->output.custom_codes = cfg->codes_set;
-	if (!cfg->codes_set && cfg->output.profile == KVS_PROFILE_BIT &&
-	    newest.profile == KVS_PROFILE_BIT) {
-		memcpy(cfg->output.codes, newest.codes,
-		       sizeof cfg->output.codes);
-		cfg->output.custom_codes = true;
+	/* the output's mode by the one rule kvseg catalog merge and segfs
+	 * share (kvseg/merge_plan.h) */
+	merge_request_of(cfg, &req);
+	kvs_merge_plan_mode(in, n, &req, &cfg->output);
+	if (cfg->codes_set && cfg->output.profile != KVS_PROFILE_BIT) {
+		rc = cli_usage(verb, "--codes needs a bit-profile output "
+		                     "(--profile bit)");
+		goto out;
 	}
 	if (!cfg->sequence_set) {
-		if (max_sequence == UINT64_MAX)
-			return cli_usage(verb,
-			                 "an input has the highest sequence "
-			                 "number, 2^64-1: give --sequence");
+		if (max_sequence == UINT64_MAX) {
+			rc = cli_usage(verb, "an input has the highest sequence "
+			                     "number, 2^64-1: give --sequence");
+			goto out;
+		}
 		cfg->output.sequence = max_sequence + 1;
 	}
-	if (cfg->output.framing == KVS_FRAMING_RAW && tombstones) {
-		kvs_segment_info_get(inputs[holder], &info);
-		cli_error(verb, names[holder],
-		          "holds %llu tombstone%s, but raw framing has none "
-		          "(keep typed framing, or drop them with "
-		          "--drop-tombstones)",
-		          (unsigned long long)info.tombstones,
-		          info.tombstones == 1 ? "" : "s");
-		return EXIT_DATA;
-	}
-	return EXIT_OK;
+	if (cfg->output.framing == KVS_FRAMING_RAW && tombstones)
+		rc = merge_raw_tombstones(verb, names[holder],
+		                          infos[holder].tombstones);
+out:
+	free(infos);
+	free(in);
+	return rc;
 }
 
 /* ---- progress ---------------------------------------------------------- */

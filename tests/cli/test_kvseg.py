@@ -980,7 +980,8 @@ def test_merge():
         seqs = [json.loads(kvseg("stat", "--json", x).out)["sequence"]
                 for x in names]
         what = "merge trial %d (%d inputs)" % (trial, n)
-        # Defaults: the newest input's mode and K, sequence max + 1.
+        # Defaults (USAGE.md, "Merge defaults"): byte or raw only when
+        # every input is, the newest input's K, sequence max + 1.
         out = path("mo-%d.seg" % trial)
         r = kvseg("merge", "-o", out, *names)
         if check(r.rc == 0 and r.err == "", what + ": exit 0, no stderr "
@@ -990,10 +991,10 @@ def test_merge():
                   expected_dump(merged_oracle(inputs)),
                   what + ": dump equals the oracle (newest wins)")
             st = json.loads(kvseg("stat", "--json", out).out)
-            p, f, k = modes[-1]
-            # Typed if any input holds a tombstone (even a replaced one).
-            tombs = any(v is None for recs in inputs for v in recs.values())
-            want_mode = "%s-%s" % ("typed" if tombs else f, p)
+            k = modes[-1][2]
+            want_mode = "%s-%s" % (
+                "raw" if all(f == "raw" for _, f, _ in modes) else "typed",
+                "byte" if all(p == "byte" for p, _, _ in modes) else "bit")
             check(st["mode"] == want_mode and st["restart_interval"] == k
                   and st["sequence"] == max(seqs) + 1,
                   what + ": default mode %s K %d sequence %d, got %s"
@@ -1039,16 +1040,17 @@ def test_merge():
     check(open(path("eq.seg"), "rb").read() ==
           open(path("eq-built.seg"), "rb").read(),
           "merge output is byte-identical to build's")
-    # Bit keys into a byte-profile output.
+    # Bit keys into a byte-profile output: refused; by default (a bit
+    # input makes the output bit, though the newest is byte) kept.
     build(path("bk.seg"), {"0101": b"x"}, "bit")
     build(path("bb.seg"), {bits_of(b"a"): b"y"}, "byte")
-    r = kvseg("merge", "-o", path("bko.seg"), path("bk.seg"), path("bb.seg"))
+    r = kvseg("merge", "--profile", "byte", "-o", path("bko.seg"),
+              path("bk.seg"), path("bb.seg"))
     expect_error(r, 3, "merge of a bit key into the byte profile")
     check(not os.path.exists(path("bko.seg")), "no output after it")
-    r = kvseg("merge", "--profile", "bit", "-o", path("bko.seg"), path("bk.seg"),
-              path("bb.seg"))
+    r = kvseg("merge", "-o", path("bko.seg"), path("bk.seg"), path("bb.seg"))
     check(r.rc == 0 and kvseg("dump", path("bko.seg")).out ==
-          b"\\b0101\tx\na\ty\n", "--profile bit keeps bit keys", r)
+          b"\\b0101\tx\na\ty\n", "the default (bit) keeps bit keys", r)
     test_merge_errors(names)
     test_merge_progress(names)
 
