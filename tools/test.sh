@@ -40,12 +40,12 @@ ninja -C build-tsan fs/segfs tools/kvseg
 TSAN_OPTIONS=halt_on_error=1 \
 	meson test -C build-tsan --no-rebuild --print-errorlogs --suite fs
 
-echo "== fuzz (60 s)"
+echo "== fuzz (50 s)"
 # clang for libFuzzer; -Dfuzz=true also puts the sanitizers everywhere.
 CC=clang configure build-fuzz --werror -Dfuzz=true -Dbench=disabled
 ninja -C build-fuzz tests/fuzz/fuzz_segment tests/fuzz/fuzz_segment_seeds \
 	tests/fuzz/fuzz_merge tests/fuzz/fuzz_catalog tests/fuzz/fuzz_names \
-	tests/fuzz/fuzz_codes
+	tests/fuzz/fuzz_codes tests/fuzz/fuzz_control
 mkdir -p build-fuzz/fuzz-artifacts
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
@@ -70,7 +70,7 @@ fuzz() {
 mkdir -p "$corpus/segment" "$corpus/merge" "$corpus/catalog"
 build-fuzz/tests/fuzz/fuzz_segment_seeds "$corpus/segment"
 cp "$corpus/segment"/* "$corpus/merge"
-fuzz fuzz_segment 60 "$corpus/segment"
+fuzz fuzz_segment 50 "$corpus/segment"
 
 echo "== fuzz the merge's decoders with segment files (20 s)"
 fuzz fuzz_merge 20 "$corpus/merge"
@@ -80,6 +80,17 @@ fuzz fuzz_catalog 20 "$corpus/catalog"
 
 echo "== fuzz segfs's name mapping (10 s)"
 fuzz fuzz_names 10
+
+echo "== fuzz control/merge's requests and the merge planner (10 s)"
+# seeds: 4 live segments (a.kvs b restart name=x; mixed modes), then a
+# request (fuzz_control.c says how the bytes are read)
+mkdir -p "$corpus/control"
+for req in 'merge all' 'merge b restart tombstones=drop' \
+	'merge name=x restart framing=raw name=seg-3.kvs' 'cancel 12'; do
+	printf '\004\000\001\006\044\053%s' "$req" \
+		>"$corpus/control/$(printf %s "$req" | tr ' =' '_-')"
+done
+fuzz fuzz_control 10 "$corpus/control"
 
 echo "== fuzz the count decoders, both EG decoders in step (15 s)"
 fuzz fuzz_codes 15
