@@ -79,7 +79,8 @@ int control_split(char *line, size_t len, control_words *w, control_error *e)
 	}
 	if (strcmp(w->word[0], "cancel") != 0 &&
 	    strcmp(w->word[0], "merge") != 0)
-		return fail(e, EINVAL, "unknown request '%.40s' (merge or cancel)",
+		return fail(e, EINVAL,
+		            "unknown request '%.40s' (merge or cancel)",
 		            w->word[0]);
 	return 0;
 }
@@ -104,8 +105,7 @@ static bool plain_number(const char *s, uint64_t max, uint64_t *out)
 	return true;
 }
 
-int control_parse_cancel(const control_words *w, uint64_t *id,
-                         control_error *e)
+int control_parse_cancel(const control_words *w, uint64_t *id, control_error *e)
 {
 	if (w->n != 2)
 		return fail(e, EINVAL, "cancel takes one job id");
@@ -147,17 +147,18 @@ static int refused(const control_snapshot *snap, const kvs_merge_request *req,
 		            "(%.100s) among the inputs",
 		            snap->live[0].name);
 	case KVS_PLAN_RAW_TOMBSTONES:
-		return fail(e, EINVAL,
-		            "framing=raw cannot hold the inputs' %" PRIu64
-		            " tombstones (use framing=typed, or tombstones=drop "
-		            "with the oldest segment)",
-		            plan->tombstones);
+		return fail(
+		    e, EINVAL,
+		    "framing=raw cannot hold the inputs' %" PRIu64
+		    " tombstones (use framing=typed, or tombstones=drop "
+		    "with the oldest segment)",
+		    plan->tombstones);
 	case KVS_PLAN_OUTPUT_TAKEN:
 		return fail(e, EEXIST, "name=%.100s: the file exists",
 		            req->output_name);
 	case KVS_PLAN_NO_FREE_NAME:
-		return fail(e, EEXIST, "no free output name seg-%" PRIu64
-		                       "[-N].kvs",
+		return fail(e, EEXIST,
+		            "no free output name seg-%" PRIu64 "[-N].kvs",
 		            plan->options.output.sequence);
 	case KVS_PLAN_UNKNOWN_NAME:
 		return fail(e, ENOENT, "%s", err->message);
@@ -221,13 +222,14 @@ int control_parse_merge(const control_words *w, const control_snapshot *snap,
 				          s);
 			else if (like >= 0 && no_name)
 				rc = fail(e, EINVAL,
-				          "option %s without a value (%s=...)", s,
-				          s);
+				          "option %s without a value (%s=...)",
+				          s, s);
 			else if (opts)
-				rc = fail(e, EINVAL,
-				          "'%.100s' after an option: the inputs "
-				          "come first, then the options",
-				          s);
+				rc =
+				    fail(e, EINVAL,
+				         "'%.100s' after an option: the inputs "
+				         "come first, then the options",
+				         s);
 			else if (!kvs_catalog_name_valid(s))
 				rc = fail(e, EINVAL,
 				          "'%.100s' cannot be a segment name "
@@ -236,13 +238,15 @@ int control_parse_merge(const control_words *w, const control_snapshot *snap,
 				          s);
 			else if (at == SIZE_MAX)
 				rc = fail(e, ENOENT,
-				          "no live segment is called '%.100s'", s);
+				          "no live segment is called '%.100s'",
+				          s);
 			else
 				for (size_t k = 0; k < req.n_names && !rc; k++)
 					if (!strcmp(names[k], s))
-						rc = fail(e, EINVAL,
-						          "'%.100s' is given twice",
-						          s);
+						rc = fail(
+						    e, EINVAL,
+						    "'%.100s' is given twice",
+						    s);
 			if (!rc)
 				names[req.n_names++] = s;
 			continue;
@@ -285,9 +289,9 @@ int control_parse_merge(const control_words *w, const control_snapshot *snap,
 			break;
 		case 3:
 			if (!kvs_catalog_name_valid(v))
-				rc = fail(e, EINVAL,
-				          "name=%.100s cannot be a segment name",
-				          v);
+				rc = fail(
+				    e, EINVAL,
+				    "name=%.100s cannot be a segment name", v);
 			req.output_name = v;
 			break;
 		case 4:
@@ -322,12 +326,13 @@ int control_parse_merge(const control_words *w, const control_snapshot *snap,
 	for (size_t k = 0; snap->busy && k < plan->n; k++) {
 		size_t i = plan->first + k;
 		if (snap->busy[i] != CONTROL_FREE) {
-			rc = fail(e, EBUSY,
-			          snap->busy[i] == CONTROL_BUSY_EARLIER
-			              ? "%.100s is an input of an earlier request "
-			                "of this write"
-			              : "%.100s is already being merged",
-			          snap->live[i].name);
+			rc = fail(
+			    e, EBUSY,
+			    snap->busy[i] == CONTROL_BUSY_EARLIER
+			        ? "%.100s is an input of an earlier request "
+			          "of this write"
+			        : "%.100s is already being merged",
+			    snap->live[i].name);
 			goto out;
 		}
 	}

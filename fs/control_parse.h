@@ -14,8 +14,8 @@
 #include "kvseg/merge_plan.h"
 
 #define CONTROL_MAX_REQUEST 4096
-#define CONTROL_MAX_INPUTS 4096
-#define CONTROL_MAX_WORDS (CONTROL_MAX_INPUTS + 8)
+#define CONTROL_MAX_INPUTS  4096
+#define CONTROL_MAX_WORDS   (CONTROL_MAX_INPUTS + 8)
 
 /* A refusal: the errno of the write and the reason control/status shows. */
 typedef struct control_error {
@@ -36,8 +36,8 @@ enum { CONTROL_FREE = 0, CONTROL_BUSY, CONTROL_BUSY_EARLIER };
 typedef struct control_snapshot {
 	const kvs_merge_live *live; /* oldest first */
 	size_t n;
-	const unsigned char *busy; /* CONTROL_*, one per live segment; may be
-	                            * NULL: none is */
+	const unsigned char *busy;  /* CONTROL_*, one per live segment; may be
+	                             * NULL: none is */
 	kvs_merge_name_taken taken; /* may be NULL: no name is taken */
 	void *taken_ctx;
 } control_snapshot;

@@ -21,8 +21,7 @@
  *   d.kvs  byte raw    K=32 seq 4                                     */
 static kvs_segment_info infos[4];
 static kvs_merge_live live[4];
-static const char *const live_names[4] = {"a.kvs", "b.kvs", "c.kvs",
-                                          "d.kvs"};
+static const char *const live_names[4] = {"a.kvs", "b.kvs", "c.kvs", "d.kvs"};
 
 static void setup_stack(void)
 {
@@ -197,9 +196,9 @@ static void test_refusals(void **state)
 	/* nothing to merge */
 	kvs_error err;
 	memset(&req, 0, sizeof req);
-	assert_int_equal(kvs_merge_plan_make(live, 0, &req, NULL, NULL, &p,
-	                                     &err),
-	                 KVS_E_INVAL);
+	assert_int_equal(
+	    kvs_merge_plan_make(live, 0, &req, NULL, NULL, &p, &err),
+	    KVS_E_INVAL);
 	assert_int_equal(p.problem, KVS_PLAN_NOTHING);
 }
 
@@ -277,8 +276,10 @@ static void test_control(void **state)
 	assert_int_equal(parse("merge c.kvs b.kvs restart=3", NULL, &plan, &e),
 	                 0);
 	const char *bc[] = {"b.kvs", "c.kvs"};
-	kvs_merge_request req = {.names = bc, .n_names = 2,
-	                         .restart_set = true, .restart_interval = 3};
+	kvs_merge_request req = {.names = bc,
+	                         .n_names = 2,
+	                         .restart_set = true,
+	                         .restart_interval = 3};
 	kvs_merge_plan want = plan_of(&req, KVS_OK);
 	assert_memory_equal(&plan, &want, sizeof plan);
 }

@@ -19,8 +19,7 @@
 #include <string.h>
 
 void kvs_merge_plan_mode(const kvs_segment_info *const *inputs, size_t n,
-                         const kvs_merge_request *req,
-                         kvs_writer_options *out)
+                         const kvs_merge_request *req, kvs_writer_options *out)
 {
 	bool all_byte = true, all_raw = true;
 	const kvs_segment_info *newest_bit = NULL;
@@ -52,13 +51,13 @@ void kvs_merge_plan_mode(const kvs_segment_info *const *inputs, size_t n,
 	}
 }
 
+/* Notes why the plan is refused; returns st (kvs_error_set's). */
 static kvs_status refuse(kvs_merge_plan *plan, kvs_merge_problem problem,
-                         size_t at, kvs_error *err, kvs_status st,
-                         const char *fmt, const char *a, const char *b)
+                         size_t at, kvs_status st)
 {
 	plan->problem = problem;
 	plan->problem_at = at;
-	return kvs_error_set(err, st, fmt, a, b);
+	return st;
 }
 
 kvs_status kvs_merge_plan_select(const kvs_merge_live *live, size_t count,
@@ -72,10 +71,11 @@ kvs_status kvs_merge_plan_select(const kvs_merge_live *live, size_t count,
 	memset(plan, 0, sizeof *plan);
 	if (req->n_names == 0) {
 		if (count == 0)
-			return refuse(plan, KVS_PLAN_NOTHING, 0, err,
-			              KVS_E_INVAL,
-			              "there are no live segments to merge%s%s",
-			              "", "");
+			return refuse(
+			    plan, KVS_PLAN_NOTHING, 0,
+			    kvs_error_set(
+			        err, KVS_E_INVAL,
+			        "there are no live segments to merge"));
 		hi = count - 1;
 	} else {
 		chosen = calloc(count + 1, sizeof *chosen);
@@ -88,17 +88,20 @@ kvs_status kvs_merge_plan_select(const kvs_merge_live *live, size_t count,
 				if (!strcmp(live[i].name, req->names[k]))
 					at = i;
 			if (at == count) {
-				st = refuse(plan, KVS_PLAN_UNKNOWN_NAME, k, err,
-				            KVS_E_INVAL,
-				            "no live segment is called '%.100s'%s",
-				            req->names[k], "");
+				st = refuse(
+				    plan, KVS_PLAN_UNKNOWN_NAME, k,
+				    kvs_error_set(
+				        err, KVS_E_INVAL,
+				        "no live segment is called '%.100s'",
+				        req->names[k]));
 				goto out;
 			}
 			if (chosen[at]) {
-				st = refuse(plan, KVS_PLAN_NAME_TWICE, k, err,
-				            KVS_E_INVAL,
-				            "'%.100s' is given twice%s",
-				            req->names[k], "");
+				st = refuse(
+				    plan, KVS_PLAN_NAME_TWICE, k,
+				    kvs_error_set(err, KVS_E_INVAL,
+				                  "'%.100s' is given twice",
+				                  req->names[k]));
 				goto out;
 			}
 			chosen[at] = true;
@@ -107,11 +110,13 @@ kvs_status kvs_merge_plan_select(const kvs_merge_live *live, size_t count,
 		}
 		for (size_t i = lo; i <= hi; i++)
 			if (!chosen[i]) {
-				st = refuse(plan, KVS_PLAN_NOT_CONSECUTIVE, i,
-				            err, KVS_E_INVAL,
-				            "the inputs must be consecutive in age "
-				            "order, but %.100s lies between them%s",
-				            live[i].name, "");
+				st = refuse(
+				    plan, KVS_PLAN_NOT_CONSECUTIVE, i,
+				    kvs_error_set(
+				        err, KVS_E_INVAL,
+				        "the inputs must be consecutive in age "
+				        "order, but %.100s lies between them",
+				        live[i].name));
 				goto out;
 			}
 	}
@@ -133,19 +138,22 @@ kvs_status kvs_merge_plan_make(const kvs_merge_live *live, size_t count,
 	if (st != KVS_OK)
 		return st;
 	size_t lo = plan->first;
-	if (req->restart_set && (req->restart_interval < 1 ||
-	                         req->restart_interval >
-	                             KVS_MAX_RESTART_INTERVAL)) {
-		st = refuse(plan, KVS_PLAN_BAD_OPTION, 0, err, KVS_E_INVAL,
-		            "the restart interval must be 1 to 65536%s%s", "",
-		            "");
+	if (req->restart_set &&
+	    (req->restart_interval < 1 ||
+	     req->restart_interval > KVS_MAX_RESTART_INTERVAL)) {
+		st = refuse(
+		    plan, KVS_PLAN_BAD_OPTION, 0,
+		    kvs_error_set(err, KVS_E_INVAL,
+		                  "the restart interval must be 1 to 65536"));
 		goto out;
 	}
 	if (req->drop_tombstones && !plan->includes_oldest) {
-		st = refuse(plan, KVS_PLAN_DROP_NOT_OLDEST, 0, err, KVS_E_INVAL,
-		            "dropping tombstones needs the oldest live segment "
-		            "(%.100s) among the inputs%s",
-		            live[0].name, "");
+		st = refuse(
+		    plan, KVS_PLAN_DROP_NOT_OLDEST, 0,
+		    kvs_error_set(err, KVS_E_INVAL,
+		                  "dropping tombstones needs the oldest live "
+		                  "segment (%.100s) among the inputs",
+		                  live[0].name));
 		goto out;
 	}
 	infos = calloc(plan->n, sizeof *infos);
@@ -162,8 +170,8 @@ kvs_status kvs_merge_plan_make(const kvs_merge_live *live, size_t count,
 			holder = lo + k;
 		plan->tombstones += in->tombstones;
 		plan->bytes_in += in->file_bytes;
-		sequence = k == 0 || in->sequence > sequence ? in->sequence
-		                                              : sequence;
+		sequence =
+		    k == 0 || in->sequence > sequence ? in->sequence : sequence;
 	}
 	kvs_writer_options *w = &plan->options.output;
 	kvs_merge_plan_mode(infos, plan->n, req, w);
@@ -171,35 +179,39 @@ kvs_status kvs_merge_plan_make(const kvs_merge_live *live, size_t count,
 	plan->options.drop_tombstones = req->drop_tombstones;
 	plan->options.includes_oldest = plan->includes_oldest;
 	if (req->codes_set && w->profile != KVS_PROFILE_BIT) {
-		st = refuse(plan, KVS_PLAN_CODES_NOT_BIT, 0, err, KVS_E_INVAL,
-		            "count codes need a bit-profile output%s%s", "", "");
+		st = refuse(
+		    plan, KVS_PLAN_CODES_NOT_BIT, 0,
+		    kvs_error_set(err, KVS_E_INVAL,
+		                  "count codes need a bit-profile output"));
 		goto out;
 	}
 	if (w->framing == KVS_FRAMING_RAW && plan->tombstones &&
 	    !req->drop_tombstones) {
-		char count_text[32];
-		snprintf(count_text, sizeof count_text, "%" PRIu64,
-		         live[holder].info->tombstones);
-		st = refuse(plan, KVS_PLAN_RAW_TOMBSTONES, holder, err,
-		            KVS_E_INVAL,
-		            "%.100s holds %s tombstone(s), but raw framing has "
-		            "none (keep typed framing, or drop them with the "
-		            "oldest segment among the inputs)",
-		            live[holder].name, count_text);
+		st = refuse(
+		    plan, KVS_PLAN_RAW_TOMBSTONES, holder,
+		    kvs_error_set(
+		        err, KVS_E_INVAL,
+		        "%.100s holds %" PRIu64 " tombstone(s), but raw "
+		        "framing "
+		        "has none (keep typed framing, or drop them "
+		        "with the oldest segment among the inputs)",
+		        live[holder].name, live[holder].info->tombstones));
 		goto out;
 	}
 	if (req->output_name) {
 		if (!kvs_catalog_name_valid(req->output_name)) {
-			st = refuse(plan, KVS_PLAN_OUTPUT_INVALID, 0, err,
-			            KVS_E_INVAL,
-			            "'%.100s' cannot be a segment name%s",
-			            req->output_name, "");
+			st = refuse(
+			    plan, KVS_PLAN_OUTPUT_INVALID, 0,
+			    kvs_error_set(err, KVS_E_INVAL,
+			                  "'%.100s' cannot be a segment name",
+			                  req->output_name));
 			goto out;
 		}
 		if (taken && taken(taken_ctx, req->output_name)) {
-			st = refuse(plan, KVS_PLAN_OUTPUT_TAKEN, 0, err,
-			            KVS_E_EXISTS, "%.100s: the file exists%s",
-			            req->output_name, "");
+			st = refuse(plan, KVS_PLAN_OUTPUT_TAKEN, 0,
+			            kvs_error_set(err, KVS_E_EXISTS,
+			                          "%.100s: the file exists",
+			                          req->output_name));
 			goto out;
 		}
 		snprintf(plan->output, sizeof plan->output, "%s",
@@ -218,11 +230,11 @@ kvs_status kvs_merge_plan_make(const kvs_merge_live *live, size_t count,
 			snprintf(plan->output, sizeof plan->output, "%s", name);
 	}
 	if (!plan->output[0]) {
-		char seq_text[32];
-		snprintf(seq_text, sizeof seq_text, "%" PRIu64, w->sequence);
-		st = refuse(plan, KVS_PLAN_NO_FREE_NAME, 0, err, KVS_E_EXISTS,
-		            "no free output name seg-%s[-N].kvs%s", seq_text,
-		            "");
+		st = refuse(plan, KVS_PLAN_NO_FREE_NAME, 0,
+		            kvs_error_set(err, KVS_E_EXISTS,
+		                          "no free output name seg-%" PRIu64
+		                          "[-N].kvs",
+		                          w->sequence));
 	}
 out:
 	free(infos);

@@ -22,7 +22,7 @@
 
 #include "fuzz_util.h"
 
-static const char *const words[8] = {"a.kvs", "b", "all",   "restart",
+static const char *const words[8] = {"a.kvs",  "b",         "all", "restart",
                                      "name=x", "seg-3.kvs", "k=v", "x"};
 
 static uint8_t taken_mask;
@@ -70,9 +70,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		live[i].info = &infos[i];
 		infos[i].profile = b & 1 ? KVS_PROFILE_BIT : KVS_PROFILE_BYTE;
 		infos[i].framing = b & 2 ? KVS_FRAMING_RAW : KVS_FRAMING_TYPED;
-		infos[i].tombstones = infos[i].framing == KVS_FRAMING_TYPED
-		                          ? (b >> 2 & 1)
-		                          : 0;
+		infos[i].tombstones =
+		    infos[i].framing == KVS_FRAMING_TYPED ? (b >> 2 & 1) : 0;
 		infos[i].restart_interval = 1 + (b >> 3 & 3);
 		infos[i].sequence = b & 16 ? UINT64_MAX - i : i;
 		kvs_default_codes(infos[i].codes);

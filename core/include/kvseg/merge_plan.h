@@ -42,7 +42,7 @@ extern "C" {
 
 /* One live segment of the snapshot, oldest first as the catalog has them. */
 typedef struct kvs_merge_live {
-	const char *name;            /* its name in the catalog */
+	const char *name; /* its name in the catalog */
 	/* its kvs_segment_info_get; read only for the inputs, so it may be
 	 * NULL for the others (kvs_merge_plan_select tells which) */
 	const kvs_segment_info *info;
@@ -65,17 +65,17 @@ typedef struct kvs_merge_request {
 /* Why a request was refused (kvs_merge_plan.problem). */
 typedef enum kvs_merge_problem {
 	KVS_PLAN_OK = 0,
-	KVS_PLAN_NOTHING,          /* no live segment to merge */
-	KVS_PLAN_UNKNOWN_NAME,     /* a name no live segment has */
-	KVS_PLAN_NAME_TWICE,       /* a name given twice */
-	KVS_PLAN_NOT_CONSECUTIVE,  /* a live segment lies between inputs */
-	KVS_PLAN_DROP_NOT_OLDEST,  /* drop without the oldest live segment */
-	KVS_PLAN_RAW_TOMBSTONES,   /* raw framing, tombstones would remain */
-	KVS_PLAN_CODES_NOT_BIT,    /* codes given for a byte-profile output */
-	KVS_PLAN_BAD_OPTION,       /* an option's value out of range */
-	KVS_PLAN_OUTPUT_INVALID,   /* output_name cannot be a segment's */
-	KVS_PLAN_OUTPUT_TAKEN,     /* output_name is taken */
-	KVS_PLAN_NO_FREE_NAME,     /* seg-SEQ[-N].kvs all taken, N <= 1000 */
+	KVS_PLAN_NOTHING,         /* no live segment to merge */
+	KVS_PLAN_UNKNOWN_NAME,    /* a name no live segment has */
+	KVS_PLAN_NAME_TWICE,      /* a name given twice */
+	KVS_PLAN_NOT_CONSECUTIVE, /* a live segment lies between inputs */
+	KVS_PLAN_DROP_NOT_OLDEST, /* drop without the oldest live segment */
+	KVS_PLAN_RAW_TOMBSTONES,  /* raw framing, tombstones would remain */
+	KVS_PLAN_CODES_NOT_BIT,   /* codes given for a byte-profile output */
+	KVS_PLAN_BAD_OPTION,      /* an option's value out of range */
+	KVS_PLAN_OUTPUT_INVALID,  /* output_name cannot be a segment's */
+	KVS_PLAN_OUTPUT_TAKEN,    /* output_name is taken */
+	KVS_PLAN_NO_FREE_NAME,    /* seg-SEQ[-N].kvs all taken, N <= 1000 */
 } kvs_merge_problem;
 
 /* The plan: merge live[first .. first + n) into output. */
@@ -105,8 +105,7 @@ typedef bool (*kvs_merge_name_taken)(void *ctx, const char *name);
 KVS_API kvs_status kvs_merge_plan_select(const kvs_merge_live *live,
                                          size_t count,
                                          const kvs_merge_request *req,
-                                         kvs_merge_plan *plan,
-                                         kvs_error *err);
+                                         kvs_merge_plan *plan, kvs_error *err);
 
 /*
  * Plans req over the snapshot live[0 .. count). KVS_OK fills plan; on
@@ -118,8 +117,7 @@ KVS_API kvs_status kvs_merge_plan_select(const kvs_merge_live *live,
  * tombstones left, then the output's name (taken may be NULL: no name is
  * taken).
  */
-KVS_API kvs_status kvs_merge_plan_make(const kvs_merge_live *live,
-                                       size_t count,
+KVS_API kvs_status kvs_merge_plan_make(const kvs_merge_live *live, size_t count,
                                        const kvs_merge_request *req,
                                        kvs_merge_name_taken taken,
                                        void *taken_ctx, kvs_merge_plan *plan,
