@@ -50,7 +50,8 @@ void kvs_cursor_close(kvs_cursor *c)
 	free(c);
 }
 
-kvs_status seg_cursor_invalidate(kvs_cursor *c, kvs_status st)
+/* Out of line: the error path stays out of the cursor step. */
+SEG_OUT_OF_LINE kvs_status seg_cursor_invalidate(kvs_cursor *c, kvs_status st)
 {
 	c->ordinal = c->seg->records;
 	c->key_bits = 0;
