@@ -13,6 +13,7 @@
 
 #include "cursor_internal.h"
 #include "kvseg/cpu.h"
+#include "kvseg/frames.h"
 
 kvs_status kvs_cursor_open(kvs_cursor **out, kvs_segment *s)
 {
