@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kvseg/frames.h"
 #include "kvseg/segment.h"
 
 #include "bench_gen.h"

@@ -85,6 +85,7 @@
 #include <cmocka.h>
 
 #include "kvseg/crc32c.h"
+#include "kvseg/frames.h"
 #include "kvseg/segment.h"
 #include "testutil.h"
 

@@ -13,6 +13,7 @@
 
 #include "cursor_internal.h"
 #include "kvseg/cpu.h"
+#include "kvseg/frames.h"
 
 kvs_status kvs_cursor_open(kvs_cursor **out, kvs_segment *s)
 {
@@ -50,7 +51,8 @@ void kvs_cursor_close(kvs_cursor *c)
 	free(c);
 }
 
-kvs_status seg_cursor_invalidate(kvs_cursor *c, kvs_status st)
+/* Out of line: the error path stays out of the cursor step. */
+SEG_OUT_OF_LINE kvs_status seg_cursor_invalidate(kvs_cursor *c, kvs_status st)
 {
 	c->ordinal = c->seg->records;
 	c->key_bits = 0;

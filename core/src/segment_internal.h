@@ -14,6 +14,17 @@
 #include "kvseg/ef.h"
 #include "kvseg/segment.h"
 
+/*
+ * The core builds with -fvisibility=hidden, so its shared functions are no
+ * longer interposable and GCC may inline or split them into callers in the
+ * same file. SEG_OUT_OF_LINE keeps one where it was before: out of line,
+ * whole. It marks the record writer's entry and the error, flush and
+ * restart paths its callers reach rarely; inlined, they cost the writer
+ * 4-11% more instructions per record and the cursor step 1%
+ * (bench/README.md, "Symbol visibility").
+ */
+#define SEG_OUT_OF_LINE __attribute__((noinline))
+
 /* ---- FORMAT.md §5: envelope and directory ------------------------------ */
 
 #define SEG_MAGIC          "\x89KVSEG\r\n"

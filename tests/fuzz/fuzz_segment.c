@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvseg/frames.h"
 #include "kvseg/segment.h"
 
 #include "fuzz_crcs.h"

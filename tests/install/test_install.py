@@ -7,7 +7,8 @@ in the build directory) and checks, against oracles of its own:
 
 * the shared library exports exactly the functions the installed headers
   declare (parsed from the headers, preprocessed), all kvs_, and has a
-  versioned soname; each installed header compiles on its own;
+  versioned soname; each installed header compiles on its own and names
+  no benchmark (issue 42: no benchmark hooks in the public API);
 * docs/examples/example.c builds with `pkg-config --cflags --libs kvseg`
   against the shared library and runs; and with `pkg-config --static`
   against the static one alone (a tree without the .so), which needs the
@@ -130,6 +131,10 @@ def main():
         check(declared - exports == set(), "declared, not exported: " +
               " ".join(sorted(declared - exports)))
         for h in headers:
+            with open(os.path.join(incdir, "kvseg", h)) as f:
+                text = f.read()
+            check(re.search(r"bench", text, re.I) is None,
+                  "kvseg/%s names no benchmark" % h)
             p = run(["cc", "-std=c17", "-Wall", "-Wextra", "-Wpedantic",
                      "-Werror", "-fsyntax-only", "-I", incdir, "-x", "c",
                      "-"], input='#include "kvseg/%s"\n' % h)

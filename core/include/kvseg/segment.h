@@ -100,8 +100,8 @@ typedef struct kvs_code_spec {
 	uint8_t delta; /* 0 or 1 */
 } kvs_code_spec;
 
-/* The codes a writer uses when given none: chosen by bench/bench_codesel
- * (see bench/README.md). */
+/* The codes a writer uses when given none: delta-EG2 for LCP, delta-EG0
+ * for KEYLEN and VALLEN (docs/FORMAT.md §6.2). */
 KVS_API void kvs_default_codes(kvs_code_spec codes[KVS_FIELD_COUNT]);
 /* KVS_OK if spec is a valid code (kind and param in range). */
 KVS_API kvs_status kvs_code_spec_check(const kvs_code_spec *spec);
@@ -112,7 +112,10 @@ KVS_API void kvs_code_spec_format(const kvs_code_spec *spec, char out[16]);
 
 /* ---- writer ------------------------------------------------------------ */
 
-#define KVS_WRITER_NO_SYNC 1u /* skip fsync (benchmarks, tests) */
+/* No fsync of the file or its directory: faster, but after a crash or a
+ * power loss the name may be missing or hold an empty or partial file.
+ * For data that can be rebuilt. */
+#define KVS_WRITER_NO_SYNC 1u
 /* Publish only where nothing is at path: when a file appeared there while
  * the segment was written, finish fails with KVS_E_EXISTS and leaves that
  * file alone (without the flag, finish renames over it). Atomic where the
@@ -276,10 +279,6 @@ KVS_API kvs_status kvs_segment_check_crc(const kvs_segment *s, kvs_error *err);
  * err. Linear time, constant memory beyond one key.
  */
 KVS_API kvs_status kvs_segment_verify(kvs_segment *s, kvs_error *err);
-
-/* Frames scan (seed 001): parses every record's framing and skips keys and
- * values without rebuilding keys; returns the number of records seen. */
-KVS_API kvs_status kvs_segment_scan_frames(kvs_segment *s, uint64_t *records);
 
 /* ---- cursor ------------------------------------------------------------ */
 
