@@ -115,7 +115,11 @@ static kvs_status classify(int dfd, const char *dir, const char *name,
 	} else {
 		kvs_segment *seg;
 		kvs_error oerr;
-		if (kvs_segment_open_fd(&seg, fd, path, &oerr) != KVS_OK) {
+		kvs_status ost = kvs_segment_open_fd(&seg, fd, path, &oerr);
+		if (ost == KVS_E_NOMEM) {
+			/* says nothing of the file: never a bad segment */
+			st = kvs_error_set(err, ost, "%s", oerr.message);
+		} else if (ost != KVS_OK) {
 			*kind = ENTRY_BAD;
 			set_why(b, path, oerr.message);
 		} else {
@@ -181,7 +185,7 @@ kvs_status cat_scan_dir(const char *dir, bool sync, cat_scan *out,
 	kvs_status st = KVS_OK;
 	struct dirent *de;
 	while ((errno = 0, de = readdir(dp)) != NULL) {
-		enum entry_kind kind;
+		enum entry_kind kind = ENTRY_OWN;
 		kvs_catalog_entry e;
 		kvs_catalog_skip b;
 		const char *what = NULL;
