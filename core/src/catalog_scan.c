@@ -99,10 +99,19 @@ static kvs_status classify(int dfd, const char *dir, const char *name,
 		         "cannot be read to check it: %s", strerror(errno));
 		return KVS_OK;
 	}
+	/* pread may return fewer bytes than asked for, and a segment
+	 * taken for another file would be left out of the catalog for
+	 * good: read until the magic's 8 bytes, the end or an error */
 	uint8_t magic[8];
-	ssize_t got;
-	while ((got = pread(fd, magic, sizeof magic, 0)) < 0 && errno == EINTR)
-		;
+	ssize_t got = 0, k;
+	while ((size_t)got < sizeof magic &&
+	       ((k = pread(fd, magic + got, sizeof magic - (size_t)got,
+	                   got)) > 0 ||
+	        (k < 0 && errno == EINTR)))
+		if (k > 0)
+			got += k;
+	if (k < 0)
+		got = -1;
 	kvs_status st = KVS_OK;
 	if (got < 0) {
 		*kind = ENTRY_BAD;
