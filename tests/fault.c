@@ -81,8 +81,8 @@ unsigned long fault_count_before(enum fault_kind k)
 	return k < FAULT_KINDS ? g.before[k] : 0;
 }
 
-/* Counts a call of kind k; true (errno set) when it is the one to fail. */
-static bool fail_now(enum fault_kind k, const char *call)
+/* Counts a call of kind k; is it the armed one? */
+static bool armed_now(enum fault_kind k, const char *call)
 {
 	if (!g.active)
 		return false;
@@ -93,8 +93,34 @@ static bool fail_now(enum fault_kind k, const char *call)
 		g.before[i] = g.count[i] - (i == (int)k);
 	g.fired = true;
 	g.fired_call = call;
+	return true;
+}
+
+/* Counts a call of kind k; true (errno set) when it is to fail. An armed
+ * FAULT_SHORT goes through here: only short_now's callers shorten. */
+static bool fail_now(enum fault_kind k, const char *call)
+{
+	if (!armed_now(k, call) || g.err == FAULT_SHORT)
+		return false;
 	errno = g.err;
 	return true;
+}
+
+/* For the calls that can move fewer bytes: 1 to fail (errno set), 2 to
+ * move half, 0 to go through. */
+static int short_now(enum fault_kind k, const char *call)
+{
+	if (!armed_now(k, call))
+		return 0;
+	if (g.err == FAULT_SHORT)
+		return 2;
+	errno = g.err;
+	return 1;
+}
+
+static size_t half(size_t n)
+{
+	return n > 1 ? n / 2 : n;
 }
 
 /* ---- live allocations: a set of pointers (linear probing) ---------------- */
@@ -281,9 +307,10 @@ DIR *__wrap_opendir(const char *path)
 
 ssize_t __wrap_pread64(int fd, void *buf, size_t n, off_t at)
 {
-	if (fail_now(FAULT_READ, "pread"))
+	int how = short_now(FAULT_READ, "pread");
+	if (how == 1)
 		return -1;
-	return __real_pread64(fd, buf, n, at);
+	return __real_pread64(fd, buf, how ? half(n) : n, at);
 }
 
 struct dirent64 *__wrap_readdir64(DIR *d)
@@ -295,16 +322,34 @@ struct dirent64 *__wrap_readdir64(DIR *d)
 
 ssize_t __wrap_write(int fd, const void *buf, size_t n)
 {
-	if (fail_now(FAULT_WRITE, "write"))
+	int how = short_now(FAULT_WRITE, "write");
+	if (how == 1)
 		return -1;
-	return __real_write(fd, buf, n);
+	return __real_write(fd, buf, how ? half(n) : n);
 }
 
 ssize_t __wrap_pwritev64(int fd, const struct iovec *iov, int n, off_t at)
 {
-	if (fail_now(FAULT_WRITE, "pwritev"))
+	int how = short_now(FAULT_WRITE, "pwritev");
+	if (how == 1)
 		return -1;
-	return __real_pwritev64(fd, iov, n, at);
+	if (how == 0)
+		return __real_pwritev64(fd, iov, n, at);
+	/* the first half of the bytes of iov (of its first 16 entries) */
+	struct iovec v[16];
+	size_t total = 0;
+	int m = n < 16 ? n : 16;
+	for (int i = 0; i < m; i++)
+		total += iov[i].iov_len;
+	size_t left = half(total);
+	int k = 0;
+	for (; k < m && left > 0; k++) {
+		v[k] = iov[k];
+		if (v[k].iov_len > left)
+			v[k].iov_len = left;
+		left -= v[k].iov_len;
+	}
+	return __real_pwritev64(fd, v, k, at);
 }
 
 int __wrap_fsync(int fd)

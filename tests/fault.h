@@ -44,6 +44,11 @@ enum fault_kind {
 	FAULT_NONE = FAULT_KINDS, /* count only */
 };
 
+/* Given to fault_start as the error: instead of failing, the armed read
+ * or write (pread, write, pwritev) moves half of the bytes asked for, at
+ * least one, as the system may; other calls of its kind go through. */
+#define FAULT_SHORT (-1)
+
 /* The kind's name ("alloc", "open", ...). */
 const char *fault_kind_name(enum fault_kind k);
 

@@ -866,7 +866,10 @@ static bool run_once(const op *o, enum fault_kind k, unsigned long n, int e,
                      tally *t, unsigned long counts[FAULT_KINDS])
 {
 	snprintf(g_mode_buf, sizeof g_mode_buf, "%s call %lu fails (%s)",
-	         fault_kind_name(k), n, k == FAULT_NONE ? "-" : strerror(e));
+	         fault_kind_name(k), n,
+	         k == FAULT_NONE    ? "-"
+	         : e == FAULT_SHORT ? "short"
+	                            : strerror(e));
 	size_t live = fault_live();
 	unsigned fds = open_fds();
 	fx f;
@@ -885,6 +888,11 @@ static bool run_once(const op *o, enum fault_kind k, unsigned long n, int e,
 		if (st != KVS_OK)
 			FAILF("no fault, yet %s \"%s\"", test_status_name(st),
 			      err.message);
+	} else if (st == KVS_OK && (e == EINTR || e == FAULT_SHORT)) {
+		/* retried or finished, as it should be */
+	} else if (e == FAULT_SHORT) {
+		FAILF("%s moved half: %s \"%s\"", fault_fired_call(),
+		      test_status_name(st), err.message);
 	} else if (st == KVS_OK) {
 		t->tolerated++;
 		size_t l = strlen(t->tolerated_list);
@@ -953,14 +961,21 @@ static void run_faults(const op *o)
 	tally t = {0};
 	unsigned long counts[FAULT_KINDS];
 	run_once(o, FAULT_NONE, 0, 0, &t, counts);
+	/* EINTR where the core retries, and short transfers, which it must
+	 * finish: those runs succeed */
 	static const int io_errors[] = {EIO, 0};
+	static const int read_errors[] = {EIO, EINTR, FAULT_SHORT, 0};
+	static const int write_errors[] = {ENOSPC, EIO, EINTR, FAULT_SHORT, 0};
 	static const int space_errors[] = {ENOSPC, EIO, 0};
+	static const int lock_errors[] = {EIO, EINTR, 0};
 	static const int mem_errors[] = {ENOMEM, 0};
 	for (int k = 0; k < FAULT_KINDS; k++) {
-		const int *errs = k == FAULT_ALLOC ? mem_errors
-		                  : k == FAULT_WRITE || k == FAULT_TRUNCATE
-		                      ? space_errors
-		                      : io_errors;
+		const int *errs = k == FAULT_ALLOC      ? mem_errors
+		                  : k == FAULT_READ     ? read_errors
+		                  : k == FAULT_WRITE    ? write_errors
+		                  : k == FAULT_TRUNCATE ? space_errors
+		                  : k == FAULT_LOCK     ? lock_errors
+		                                        : io_errors;
 		for (; *errs; errs++)
 			for (unsigned long n = 1;; n++) {
 				if (n > 2 * counts[k] + 16)
