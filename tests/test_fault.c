@@ -3,13 +3,22 @@
  * merge, catalog open, add and replace, and segment open fails in turn
  * (tests/fault.h), SQLite style.
  *
+ * The operations: the writer (300 small records to a free name; 160 with
+ * values above 4 KiB and a size hint, over an older segment), the merge
+ * of three overlapping inputs (tombstones kept; dropped, into the bit
+ * profile), segment open + verify + a scan, catalog open (a directory's
+ * first catalog; recovery of orphaned temporaries), add, reload with
+ * open_segment, replace, and a merge published into the catalog by the
+ * writer's publish hook.
+ *
  * For each operation and each kind of call (allocation, open, read, write,
  * fsync, rename/link, mmap, ftruncate/fallocate, unlink, stat, flock), a
  * first run counts the calls; then for N = 1, 2, ... the operation runs
  * again on a fresh directory holding the previous data, with the Nth call
  * of that kind failing (ENOMEM for an allocation, EIO for the others, and
- * ENOSPC too for writes and space reservation), until a run reaches no
- * Nth call and succeeds. After every run, with the faults off:
+ * ENOSPC too for writes and space reservation; EINTR for reads, writes
+ * and flock, and reads and writes cut short, which must succeed), until a
+ * run reaches no Nth call and succeeds. After every run, with the faults off:
  *
  *   - a failure is a status that fits the fault (KVS_E_NOMEM for an
  *     allocation, KVS_E_IO for a system call) with the same status and a
@@ -666,6 +675,51 @@ static void check_add(fx *f, bool new_data)
 	expect_inputs(f);
 }
 
+/* catalog reload of another handle's add, then every segment opened
+ * through the catalog */
+
+static void setup_reload(fx *f)
+{
+	setup_add(f);
+	kvs_catalog *other = catalog_ok(f->dir);
+	kvs_error err = {0};
+	kvs_status st = kvs_catalog_add(other, "c", &err);
+	CHECK_ST(st, KVS_OK, "add: %s", err.message);
+	kvs_catalog_close(other);
+}
+
+static kvs_status run_reload(fx *f, kvs_error *err)
+{
+	kvs_status st = kvs_catalog_reload(f->cat, err);
+	for (size_t i = 0; st == KVS_OK && i < kvs_catalog_count(f->cat); i++) {
+		kvs_segment *s;
+		struct stat sb;
+		st = kvs_catalog_open_segment(f->cat, i, &s, &sb, err);
+		if (st == KVS_OK)
+			kvs_segment_unref(s);
+	}
+	return st;
+}
+
+static void check_reload(fx *f, bool new_data)
+{
+	/* a failed open_segment comes after the reload */
+	if (new_data || kvs_catalog_generation(f->cat) == f->gen + 1) {
+		EXPECT_U64(kvs_catalog_generation(f->cat), f->gen + 1,
+		           "the handle's generation");
+		CHECK(kvs_catalog_count(f->cat) == 3, "[%s / %s] %zu entries",
+		      g_seq, g_mode, kvs_catalog_count(f->cat));
+	} else {
+		CHECK(kvs_catalog_count(f->cat) == 2,
+		      "[%s / %s] a failed reload changed the handle: %zu "
+		      "entries",
+		      g_seq, g_mode, kvs_catalog_count(f->cat));
+	}
+	expect_catalog_file_unchanged(f);
+	expect_catalog(f, g_in_names, 3);
+	expect_inputs(f);
+}
+
 /* catalog replace: a, b, c by their merge m, the inputs unlinked */
 
 static const char *const g_m[1] = {"m"};
@@ -1016,6 +1070,7 @@ OP(segment_open, setup_segment, run_segment, check_segment, NULL, false)
 OP(catalog_init, write_inputs, run_catalog_open, check_catalog_init, NULL, true)
 OP(catalog_recover, setup_recover, run_catalog_open, check_recover, NULL, true)
 OP(catalog_add, setup_add, run_add, check_add, has_abc, false)
+OP(catalog_reload, setup_reload, run_reload, check_reload, NULL, false)
 OP(catalog_replace, setup_replace, run_replace, check_replace, has_m_only,
    false)
 OP(merge_publish, setup_publish, run_publish, check_publish, has_m_only, false)
@@ -1061,7 +1116,8 @@ int main(int argc, char **argv)
 	    TEST(test_merge_keep),      TEST(test_merge_drop),
 	    TEST(test_segment_open),    TEST(test_catalog_init),
 	    TEST(test_catalog_recover), TEST(test_catalog_add),
-	    TEST(test_catalog_replace), TEST(test_merge_publish),
+	    TEST(test_catalog_reload),  TEST(test_catalog_replace),
+	    TEST(test_merge_publish),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
