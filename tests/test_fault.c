@@ -3,7 +3,7 @@
  * merge, catalog open, add and replace, and segment open fails in turn
  * (tests/fault.h), SQLite style.
  *
- * The operations: the writer (300 small records to a free name; 160 with
+ * The operations: the writer (300 small records to a free name; 360 with
  * values above 4 KiB and a size hint, over an older segment), the merge
  * of three overlapping inputs (tombstones kept; dropped, into the bit
  * profile), segment open + verify + a scan, catalog open (a directory's
@@ -1088,7 +1088,7 @@ static int group_setup(void **state)
 	g_keep = merge_sets(g_in, 3, false);
 	g_drop = merge_sets(g_in, 3, true);
 	g_small = make_set(4, 300, 0, 1, 9, 0, 60);
-	g_big = make_set(5, 160, 0, 1, 11, 4097, 9000);
+	g_big = make_set(5, 360, 0, 1, 11, 4097, 9000);
 	g_old = make_set(6, 50, 7, 1, 0, 1, 20);
 	return 0;
 }
