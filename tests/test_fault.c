@@ -1030,6 +1030,9 @@ static void run_faults(const op *o)
 	static const int write_errors[] = {ENOSPC, EIO, EINTR, FAULT_SHORT, 0};
 	static const int space_errors[] = {ENOSPC, EIO, 0};
 	static const int lock_errors[] = {EIO, EINTR, 0};
+	/* EPERM: link(2) on a filesystem without hard links (FAT, SMB);
+	 * EINVAL: renameat2 without RENAME_NOREPLACE. Both have fallbacks */
+	static const int rename_errors[] = {EIO, EPERM, EINVAL, 0};
 	static const int mem_errors[] = {ENOMEM, 0};
 	for (int k = 0; k < FAULT_KINDS; k++) {
 		const int *errs = k == FAULT_ALLOC      ? mem_errors
@@ -1037,6 +1040,7 @@ static void run_faults(const op *o)
 		                  : k == FAULT_WRITE    ? write_errors
 		                  : k == FAULT_TRUNCATE ? space_errors
 		                  : k == FAULT_LOCK     ? lock_errors
+		                  : k == FAULT_RENAME   ? rename_errors
 		                                        : io_errors;
 		for (; *errs; errs++)
 			for (unsigned long n = 1;; n++) {
