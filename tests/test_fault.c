@@ -6,10 +6,10 @@
  * The operations: the writer (300 small records to a free name; 360 with
  * values above 4 KiB and a size hint, over an older segment), the merge
  * of three overlapping inputs (tombstones kept; dropped, into the bit
- * profile), segment open + verify + a scan, catalog open (a directory's
- * first catalog; recovery of orphaned temporaries), add, reload with
- * open_segment, replace, and a merge published into the catalog by the
- * writer's publish hook.
+ * profile) and of two (the direct path without the loser tree), segment open +
+ * verify + a scan, catalog open (a directory's first catalog; recovery of
+ * orphaned temporaries), add, reload with open_segment, replace, and a merge
+ * published into the catalog by the writer's publish hook.
  *
  * For each operation and each kind of call (allocation, open, read, write,
  * fsync, rename/link, mmap, ftruncate/fallocate, unlink, stat, flock), a
@@ -356,7 +356,7 @@ static kvs_catalog *catalog_ok(const char *dir)
 
 /* Three overlapping inputs with tombstones (sequences 1, 2, 3), their
  * merges, a small segment and one with values above 4 KiB. */
-static set g_in[3], g_keep, g_drop, g_small, g_big, g_old;
+static set g_in[3], g_keep, g_drop, g_two, g_small, g_big, g_old;
 static const char *const g_in_names[3] = {"a", "b", "c"};
 
 /* ---- operations -----------------------------------------------------------
@@ -519,6 +519,17 @@ static kvs_status run_merge_drop(fx *f, kvs_error *err)
 	return run_merge(f, true, err);
 }
 
+/* two inputs take the merge's direct path, without the loser tree */
+static kvs_status run_merge_two(fx *f, kvs_error *err)
+{
+	char path[PATH_MAX];
+	path_join(path, f->dir, "m");
+	kvs_merge_options o = {0};
+	o.output.sequence = 2;
+	kvs_segment *in[2] = {f->in[0], f->in[1]};
+	return kvs_merge(in, 2, path, &o, NULL, err);
+}
+
 static void check_merge(fx *f, bool new_data, const set *want)
 {
 	if (new_data)
@@ -539,6 +550,11 @@ static void check_merge_keep(fx *f, bool new_data)
 static void check_merge_drop(fx *f, bool new_data)
 {
 	check_merge(f, new_data, &g_drop);
+}
+
+static void check_merge_two(fx *f, bool new_data)
+{
+	check_merge(f, new_data, &g_two);
 }
 
 /* segment open, verify and a full scan */
@@ -1078,6 +1094,7 @@ OP(writer_small, setup_nothing, run_writer_small, check_writer_small, has_w,
 OP(writer_big, setup_old, run_writer_big, check_writer_big, has_big, false)
 OP(merge_keep, setup_merge, run_merge_keep, check_merge_keep, has_m, false)
 OP(merge_drop, setup_merge, run_merge_drop, check_merge_drop, has_m, false)
+OP(merge_two, setup_merge, run_merge_two, check_merge_two, has_m, false)
 OP(segment_open, setup_segment, run_segment, check_segment, NULL, false)
 OP(catalog_init, write_inputs, run_catalog_open, check_catalog_init, NULL, true)
 OP(catalog_recover, setup_recover, run_catalog_open, check_recover, NULL, true)
@@ -1099,6 +1116,7 @@ static int group_setup(void **state)
 	g_in[2] = make_set(3, 120, 0, 5, 4, 0, 300);
 	g_keep = merge_sets(g_in, 3, false);
 	g_drop = merge_sets(g_in, 3, true);
+	g_two = merge_sets(g_in, 2, false);
 	g_small = make_set(4, 300, 0, 1, 9, 0, 60);
 	g_big = make_set(5, 360, 0, 1, 11, 4097, 9000);
 	g_old = make_set(6, 50, 7, 1, 0, 1, 20);
@@ -1110,6 +1128,7 @@ static int group_teardown(void **state)
 	(void)state;
 	free(g_keep.r);
 	free(g_drop.r);
+	free(g_two.r);
 	for (unsigned i = 0; i < 3; i++)
 		free_set(&g_in[i]);
 	free_set(&g_small);
@@ -1126,10 +1145,10 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 	    TEST(test_writer_small),    TEST(test_writer_big),
 	    TEST(test_merge_keep),      TEST(test_merge_drop),
-	    TEST(test_segment_open),    TEST(test_catalog_init),
-	    TEST(test_catalog_recover), TEST(test_catalog_add),
-	    TEST(test_catalog_reload),  TEST(test_catalog_replace),
-	    TEST(test_merge_publish),
+	    TEST(test_merge_two),       TEST(test_segment_open),
+	    TEST(test_catalog_init),    TEST(test_catalog_recover),
+	    TEST(test_catalog_add),     TEST(test_catalog_reload),
+	    TEST(test_catalog_replace), TEST(test_merge_publish),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
