@@ -659,10 +659,14 @@ out:
 /*
  * Writes s as DIR/CATALOG: a temporary file, fsync, rename, fsync of the
  * directory. The temporary file is removed on any failure before the
- * rename; after it, s is what the directory holds.
+ * rename; after it, s is what the directory holds, and *renamed tells a
+ * caller so: should the directory's fsync then fail, s is published all
+ * the same (readers see it), and the caller must go on as published.
  */
-static kvs_status publish(const char *dir, const cat_state *s, kvs_error *err)
+static kvs_status publish(const char *dir, const cat_state *s, bool *renamed,
+                          kvs_error *err)
 {
+	*renamed = false;
 	char tmp[PATH_MAX], path[PATH_MAX];
 	kvs_status st = path_in(path, dir, KVS_CATALOG_FILE, err);
 	if (st != KVS_OK)
@@ -710,6 +714,7 @@ static kvs_status publish(const char *dir, const cat_state *s, kvs_error *err)
 		return kvs_error_set(err, KVS_E_IO, "%s: %s of %s: %s", path,
 		                     what, tmp, strerror(e));
 	}
+	*renamed = true;
 	return fsync_dir(dir, err);
 }
 
@@ -905,7 +910,8 @@ static kvs_status first_catalog(kvs_catalog *c, kvs_error *err)
 	c->skipped = sc.bad;
 	c->nskipped = sc.nbad;
 	c->scanned = c->read_only;
-	return c->read_only ? KVS_OK : publish(c->dir, &c->cur, err);
+	bool renamed;
+	return c->read_only ? KVS_OK : publish(c->dir, &c->cur, &renamed, err);
 }
 
 /*
@@ -1227,7 +1233,11 @@ kvs_status kvs_catalog_add(kvs_catalog *c, const char *name, kvs_error *err)
 		       disk.count * sizeof *next.entries);
 	next.entries[disk.count] = e;
 	next.count = disk.count + 1;
-	if ((st = publish(c->dir, &next, err)) == KVS_OK)
+	/* published even where the directory's fsync failed after the
+	 * rename: the handle moves to what readers see */
+	bool renamed = false;
+	st = publish(c->dir, &next, &renamed, err);
+	if (renamed)
 		adopt(c, &next);
 out:
 	unlock_dir(lock);
@@ -1372,9 +1382,10 @@ kvs_status kvs_catalog_replace(kvs_catalog *c, uint64_t expected_generation,
 	}
 	if (st == KVS_OK && marked)
 		st = fsync_dir(c->dir, err);
+	bool renamed = false;
 	if (st == KVS_OK)
-		st = publish(c->dir, &next, err);
-	if (st != KVS_OK) {
+		st = publish(c->dir, &next, &renamed, err);
+	if (st != KVS_OK && !renamed) {
 		/* nothing published: the marks mark nothing */
 		for (size_t i = 0; i < marked; i++) {
 			char mark[PATH_MAX];
@@ -1385,10 +1396,12 @@ kvs_status kvs_catalog_replace(kvs_catalog *c, uint64_t expected_generation,
 		goto out;
 	}
 
-	/* The new generation is durable: the inputs are garbage now. They
-	 * are unlinked before adopt(), as inputs may point into c's own
-	 * entries. A failure here still leaves next published, and the
-	 * input's mark, for the next open to retry. */
+	/* The new generation is published (durable unless the directory's
+	 * fsync failed: st says so, and readers see it all the same): the
+	 * inputs are garbage now. They are unlinked before adopt(), as
+	 * inputs may point into c's own entries. A failure here still
+	 * leaves next published, and the input's mark, for the next open
+	 * to retry. */
 	for (size_t i = 0; unlink_inputs && i < n; i++) {
 		char path[PATH_MAX], mark[PATH_MAX];
 		if (path_in(path, c->dir, inputs[i], NULL) != KVS_OK ||

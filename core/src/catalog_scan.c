@@ -99,10 +99,19 @@ static kvs_status classify(int dfd, const char *dir, const char *name,
 		         "cannot be read to check it: %s", strerror(errno));
 		return KVS_OK;
 	}
+	/* pread may return fewer bytes than asked for, and a segment
+	 * taken for another file would be left out of the catalog for
+	 * good: read until the magic's 8 bytes, the end or an error */
 	uint8_t magic[8];
-	ssize_t got;
-	while ((got = pread(fd, magic, sizeof magic, 0)) < 0 && errno == EINTR)
-		;
+	ssize_t got = 0, k;
+	while ((size_t)got < sizeof magic &&
+	       ((k = pread(fd, magic + got, sizeof magic - (size_t)got,
+	                   got)) > 0 ||
+	        (k < 0 && errno == EINTR)))
+		if (k > 0)
+			got += k;
+	if (k < 0)
+		got = -1;
 	kvs_status st = KVS_OK;
 	if (got < 0) {
 		*kind = ENTRY_BAD;
@@ -115,7 +124,11 @@ static kvs_status classify(int dfd, const char *dir, const char *name,
 	} else {
 		kvs_segment *seg;
 		kvs_error oerr;
-		if (kvs_segment_open_fd(&seg, fd, path, &oerr) != KVS_OK) {
+		kvs_status ost = kvs_segment_open_fd(&seg, fd, path, &oerr);
+		if (ost == KVS_E_NOMEM) {
+			/* says nothing of the file: never a bad segment */
+			st = kvs_error_set(err, ost, "%s", oerr.message);
+		} else if (ost != KVS_OK) {
 			*kind = ENTRY_BAD;
 			set_why(b, path, oerr.message);
 		} else {
@@ -181,7 +194,7 @@ kvs_status cat_scan_dir(const char *dir, bool sync, cat_scan *out,
 	kvs_status st = KVS_OK;
 	struct dirent *de;
 	while ((errno = 0, de = readdir(dp)) != NULL) {
-		enum entry_kind kind;
+		enum entry_kind kind = ENTRY_OWN;
 		kvs_catalog_entry e;
 		kvs_catalog_skip b;
 		const char *what = NULL;

@@ -326,7 +326,8 @@ kvs_status kvs_segment_open_fd(kvs_segment **out, int fd, const char *path,
 		munmap(map, len);
 		free(s);
 		free(name);
-		return kvs_error_set(err, KVS_E_NOMEM, "out of memory");
+		return kvs_error_set(err, KVS_E_NOMEM, "%s: out of memory",
+		                     path);
 	}
 	s->data = map;
 	s->len = len;
