@@ -172,27 +172,77 @@ static bool bits_fast_fits(const merge *m)
 	return !m->opt->drop_tombstones || first_kept(m);
 }
 
-static kvs_status merge_two(merge *m)
+/*
+ * The loops, by what the inputs and the output have in common (engine),
+ * two inputs or more (ways) and whether tombstones are dropped in line
+ * (drop: a strong delete into typed framing; raw framing holds none).
+ * Each in-line engine is a second implementation of its general loop,
+ * there for speed (bench/README.md has the measurements);
+ * tests/test_merge_dispatch.c holds each cell to merge_tree_any.
+ */
+enum engine {
+	ENGINE_ANY,          /* any mix of modes, through kvs_cursor_next */
+	ENGINE_BYTE,         /* byte-profile inputs and output */
+	ENGINE_BIT,          /* bit-profile ones, all with the default codes */
+	ENGINE_BYTES_INLINE, /* ENGINE_BYTE with one framing, from the start */
+	ENGINE_BITS_INLINE,  /* ENGINE_BIT with one framing, from the start */
+	ENGINES
+};
+
+typedef struct loop_entry {
+	kvs_status (*run)(merge *m);
+	merge_loop id;
+} loop_entry;
+
+#define LOOP(f, id) {f, id}
+static const loop_entry select_loop[ENGINES][2][2] = {
+	/* [engine][n > 2][drop] */
+	[ENGINE_ANY] = {{LOOP(merge_two_any, MERGE_LOOP_TWO_ANY),
+	                 LOOP(merge_two_any, MERGE_LOOP_TWO_ANY)},
+	                {LOOP(merge_tree_any, MERGE_LOOP_TREE_ANY),
+	                 LOOP(merge_tree_any, MERGE_LOOP_TREE_ANY)}},
+	[ENGINE_BYTE] = {{LOOP(merge_two_byte, MERGE_LOOP_TWO_BYTE),
+	                  LOOP(merge_two_byte, MERGE_LOOP_TWO_BYTE)},
+	                 {LOOP(merge_tree_byte, MERGE_LOOP_TREE_BYTE),
+	                  LOOP(merge_tree_byte, MERGE_LOOP_TREE_BYTE)}},
+	[ENGINE_BIT] = {{LOOP(merge_two_bit, MERGE_LOOP_TWO_BIT),
+	                 LOOP(merge_two_bit, MERGE_LOOP_TWO_BIT)},
+	                {LOOP(merge_tree_bit, MERGE_LOOP_TREE_BIT),
+	                 LOOP(merge_tree_bit, MERGE_LOOP_TREE_BIT)}},
+	[ENGINE_BYTES_INLINE] =
+	    {{LOOP(merge_two_bytes_fast, MERGE_LOOP_TWO_BYTES_INLINE),
+	      LOOP(merge_two_bytes_fast, MERGE_LOOP_TWO_BYTES_INLINE)},
+	     {LOOP(merge_tree_bytes_fast, MERGE_LOOP_TREE_BYTES_INLINE),
+	      LOOP(merge_tree_bytes_fast, MERGE_LOOP_TREE_BYTES_INLINE)}},
+	[ENGINE_BITS_INLINE] =
+	    {{LOOP(merge_two_bits_fast, MERGE_LOOP_TWO_BITS_INLINE),
+	      LOOP(merge_two_bits_drop, MERGE_LOOP_TWO_BITS_DROP)},
+	     {LOOP(merge_tree_bits_fast, MERGE_LOOP_TREE_BITS_INLINE),
+	      LOOP(merge_tree_bits_drop, MERGE_LOOP_TREE_BITS_DROP)}},
+};
+#undef LOOP
+
+static const char *const loop_names[MERGE_LOOPS] = {
+	[MERGE_LOOP_TREE_ANY] = "tree-any",
+	[MERGE_LOOP_TWO_ANY] = "two-any",
+	[MERGE_LOOP_TWO_BYTE] = "two-byte",
+	[MERGE_LOOP_TREE_BYTE] = "tree-byte",
+	[MERGE_LOOP_TWO_BIT] = "two-bit",
+	[MERGE_LOOP_TREE_BIT] = "tree-bit",
+	[MERGE_LOOP_TWO_BYTES_INLINE] = "two-bytes-inline",
+	[MERGE_LOOP_TREE_BYTES_INLINE] = "tree-bytes-inline",
+	[MERGE_LOOP_TWO_BITS_INLINE] = "two-bits-inline",
+	[MERGE_LOOP_TWO_BITS_DROP] = "two-bits-drop",
+	[MERGE_LOOP_TREE_BITS_INLINE] = "tree-bits-inline",
+	[MERGE_LOOP_TREE_BITS_DROP] = "tree-bits-drop",
+};
+
+const char *merge_loop_name(merge_loop loop)
 {
-	const kvs_writer *w = m->w;
-	const kvs_segment *a = m->cur[0]->seg, *b = m->cur[1]->seg;
-	bool out_byte = w->opt.profile == KVS_PROFILE_BYTE;
-	if (out_byte && a->profile == KVS_PROFILE_BYTE &&
-	    b->profile == KVS_PROFILE_BYTE)
-		return bytes_fast_fits(m) ? merge_two_bytes_fast(m)
-		                          : merge_two_byte(m);
-	if (!out_byte && w->default_codes && a->profile == KVS_PROFILE_BIT &&
-	    a->default_codes && b->profile == KVS_PROFILE_BIT &&
-	    b->default_codes)
-		return !bits_fast_fits(m) ? merge_two_bit(m)
-		       : m->opt->drop_tombstones &&
-		               w->opt.framing == KVS_FRAMING_TYPED
-		           ? merge_two_bits_drop(m)
-		           : merge_two_bits_fast(m);
-	return merge_two_any(m);
+	return (unsigned)loop < MERGE_LOOPS ? loop_names[loop] : "none";
 }
 
-static kvs_status merge_tree(merge *m)
+static enum engine engine_of(const merge *m)
 {
 	const kvs_writer *w = m->w;
 	bool out_byte = w->opt.profile == KVS_PROFILE_BYTE;
@@ -203,18 +253,39 @@ static kvs_status merge_tree(merge *m)
 		all_bit &= s->profile == KVS_PROFILE_BIT && s->default_codes;
 	}
 	if (out_byte && all_byte)
-		return bytes_fast_fits(m) ? merge_tree_bytes_fast(m)
-		                          : merge_tree_byte(m);
+		return bytes_fast_fits(m) ? ENGINE_BYTES_INLINE : ENGINE_BYTE;
 	if (!out_byte && w->default_codes && all_bit)
-		return bits_fast_fits(m) ? merge_tree_bits_fast(m)
-		                         : merge_tree_bit(m);
-	return merge_tree_any(m);
+		return bits_fast_fits(m) ? ENGINE_BITS_INLINE : ENGINE_BIT;
+	return ENGINE_ANY;
+}
+
+/* The loop for this merge; hooks->force_general (tests) takes the
+ * general one whatever the modes. */
+static const loop_entry *choose_loop(const merge *m, const merge_hooks *hooks)
+{
+	static const loop_entry general = {merge_tree_any, MERGE_LOOP_TREE_ANY};
+	if (hooks && hooks->force_general)
+		return &general;
+	bool drop = m->opt->drop_tombstones &&
+	            m->w->opt.framing == KVS_FRAMING_TYPED;
+	return &select_loop[engine_of(m)][m->n != 2][drop];
 }
 
 kvs_status kvs_merge(kvs_segment *const *inputs, size_t n,
                      const char *out_path, const kvs_merge_options *opt,
                      kvs_merge_stats *stats, kvs_error *err)
 {
+	return seg_merge_hooked(inputs, n, out_path, opt, stats, err, NULL);
+}
+
+kvs_status seg_merge_hooked(kvs_segment *const *inputs, size_t n,
+                            const char *out_path,
+                            const kvs_merge_options *opt,
+                            kvs_merge_stats *stats, kvs_error *err,
+                            merge_hooks *hooks)
+{
+	if (hooks)
+		hooks->loop = MERGE_LOOPS;
 	static const kvs_merge_options defaults;
 	if (!opt)
 		opt = &defaults;
@@ -298,7 +369,10 @@ kvs_status kvs_merge(kvs_segment *const *inputs, size_t n,
 		st = kvs_error_set(err, KVS_E_CANCELED, "merge canceled");
 		goto out;
 	}
-	st = n == 2 ? merge_two(&m) : merge_tree(&m);
+	const loop_entry *loop = choose_loop(&m, hooks);
+	if (hooks)
+		hooks->loop = loop->id;
+	st = loop->run(&m);
 	if (st == KVS_OK && opt->progress &&
 	    opt->progress(opt->progress_ctx, m.st.input_records, m.total))
 		st = kvs_error_set(err, KVS_E_CANCELED, "merge canceled");

@@ -163,14 +163,10 @@ out:
  * P is the smaller of its LCP with R and R's with P (lp, carried over the
  * rounds that drop). The last output key is kept in the writer's prev_key.
  */
-KVS_MULTIVERSION NO_SLP kvs_status merge_tree_bits_drop(merge *m);
-
 KVS_MULTIVERSION NO_SLP kvs_status merge_tree_bits_fast(merge *m)
 {
 	if (m->w->opt.framing == KVS_FRAMING_TYPED)
-		return m->opt->drop_tombstones
-		           ? merge_tree_bits_drop(m)
-		           : merge_tree_bits_with(m, true, false);
+		return merge_tree_bits_with(m, true, false);
 	return merge_tree_bits_with(m, false, false);
 }
 

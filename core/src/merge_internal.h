@@ -122,4 +122,37 @@ kvs_status merge_two_bits_drop(merge *m);
 kvs_status merge_tree_bits_fast(merge *m);
 kvs_status merge_tree_bits_drop(merge *m);
 
+/* Which loop merged (see merge.c's select_loop). */
+typedef enum merge_loop {
+	MERGE_LOOP_TREE_ANY, /* the general loop: any modes, any n */
+	MERGE_LOOP_TWO_ANY,
+	MERGE_LOOP_TWO_BYTE, /* through the cursors, usual modes */
+	MERGE_LOOP_TREE_BYTE,
+	MERGE_LOOP_TWO_BIT,
+	MERGE_LOOP_TREE_BIT,
+	MERGE_LOOP_TWO_BYTES_INLINE, /* the byte engine */
+	MERGE_LOOP_TREE_BYTES_INLINE,
+	MERGE_LOOP_TWO_BITS_INLINE, /* the bit engine */
+	MERGE_LOOP_TWO_BITS_DROP,
+	MERGE_LOOP_TREE_BITS_INLINE,
+	MERGE_LOOP_TREE_BITS_DROP,
+	MERGE_LOOPS /* none ran (the merge failed before its loop) */
+} merge_loop;
+
+/* The loop's name, for messages: "tree-any", "two-bits-drop", ... */
+const char *merge_loop_name(merge_loop loop);
+
+/* The tests' hooks into a merge. */
+typedef struct merge_hooks {
+	bool force_general; /* in: merge with MERGE_LOOP_TREE_ANY */
+	merge_loop loop;    /* out: the loop that ran */
+} merge_hooks;
+
+/* kvs_merge, with hooks (may be NULL). */
+kvs_status seg_merge_hooked(kvs_segment *const *inputs, size_t n,
+                            const char *out_path,
+                            const kvs_merge_options *opt,
+                            kvs_merge_stats *stats, kvs_error *err,
+                            merge_hooks *hooks);
+
 #endif
