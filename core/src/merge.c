@@ -56,8 +56,9 @@ kvs_status input_failed(merge *m, size_t i, kvs_status st)
  * writer's reservation of space (reserve_ahead) then ends short of the
  * output's end for overlapping inputs too, which write much less than
  * the inputs' total: on ext4, releasing reserved blocks past the end
- * took 0.15-0.3 ms per merge, while each 64 KB written unreserved took
- * about 5 us more, hence a projection on the low side.
+ * costs far more than writing a few blocks unreserved (bench/README.md,
+ * "Measurements behind the merge's code"), hence a projection on the low
+ * side.
  */
 void project_hint(merge *m, uint64_t consumed)
 {

@@ -11,10 +11,10 @@
 /* ---- two bit-profile inputs with the default codes ---------------------
  *
  * The usual bit-profile merge (two inputs and the output with the default
- * codes, one framing, tombstones kept) in the manner of the byte loop
- * above: the inputs' and the output's state in one local struct, each
- * input's LCP with the last output key known, so the writer neither
- * compares keys nor copies the previous key. Records are decoded straight
+ * codes, one framing, tombstones kept) in the manner of the byte engine
+ * (merge_bytes.h): the inputs' and the output's state in one local
+ * struct, each input's LCP with the last output key known, so the writer
+ * neither compares keys nor copies the previous key. Records are decoded straight
  * from the stream with 64-bit windows (no reservoir) and their keys kept
  * in whole aligned words; the output is written with the writer's
  * register path (fast_bw), most of each record as one copy of the input's
@@ -625,8 +625,8 @@ static SPECIALIZED uint64_t tin_heads_lcp(tin *a, tin *b, int *cmp)
 {
 	uint64_t la = a->lcp, lb = b->lcp, m = la < lb ? la : lb;
 	uint64_t n = a->len < b->len ? a->len : b->len;
-	/* the first word out of the loop: as its first round, 2% more
-	 * instructions on structured keys (callgrind) */
+	/* the first word out of the loop (as its first round, more
+	 * instructions on structured keys) */
 	uint64_t i = m / 64 * 8;
 	uint64_t x = kvs_load_be64(a->key + i), y = kvs_load_be64(b->key + i);
 	uint64_t d = 8 * i + (unsigned)__builtin_clzll((x ^ y) | 1);

@@ -43,7 +43,7 @@ static SPECIALIZED void tout_code_stream(fast_bw *o, uint64_t code, unsigned nc,
                                          uint64_t n)
 {
 	/* nc is never 0: the tests on it are for GCC, whose merge loops
-	 * came out 1% longer without them (callgrind, structured FF16) */
+	 * come out longer without them */
 	unsigned ob = o->bits + nc; /* at most 63 */
 	if (__builtin_expect(x < 64, 0)) { /* x - ob may precede the stream */
 		if (nc)

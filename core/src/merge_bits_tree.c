@@ -171,9 +171,8 @@ KVS_MULTIVERSION NO_SLP kvs_status merge_tree_bits_fast(merge *m)
 }
 
 /* A strong delete in a function of its own, as merge_two_bits_drop: with
- * its loop the third in merge_tree_bits_fast, GCC stopped inlining fbw_put
- * and seg_unzigzag in the other two, and a 4-way typed-bit merge took
- * 1.7-1.9% more instructions (callgrind, bench_merge typed-bit-4way). */
+ * its loop the third in one function, GCC stopped inlining fbw_put and
+ * seg_unzigzag in the other two. */
 KVS_MULTIVERSION NO_SLP kvs_status merge_tree_bits_drop(merge *m)
 {
 	return merge_tree_bits_with(m, true, true);

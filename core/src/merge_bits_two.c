@@ -148,9 +148,8 @@ KVS_MULTIVERSION NO_SLP kvs_status merge_two_bits_fast(merge *m)
 	return merge_two_bits_with(m, false, false);
 }
 
-/* A strong delete (typed framing), in a function of its own: in
- * merge_two_bits_fast, a third instance of the loop cost the others 0.6%
- * more instructions (callgrind, merge-disjoint-hash-6 typed-bit). */
+/* A strong delete (typed framing), in a function of its own: a third
+ * instance of the loop in merge_two_bits_fast made the others longer. */
 KVS_MULTIVERSION NO_SLP kvs_status merge_two_bits_drop(merge *m)
 {
 	return merge_two_bits_with(m, true, true);

@@ -20,8 +20,8 @@
  * key, or an older binding of it), checked to be the whole common prefix with
  * one byte compare that also checks the order; when the other input won the
  * round, it is the LCP the round's compare found. The usual restarts of
- * both sides are in line too (bin_next_restart, bout_try_restart: out of
- * line they cost 4% of a merge of two 4,096-record segments); unusual
+ * both sides are in line too (bin_next_restart, bout_try_restart: they
+ * come once every K records, too often for a call); unusual
  * headers, the streams' last bytes, flushes, long records and, with a
  * progress callback, output restarts go out of line. Each side counts
  * down the records it may take in line before it has to look.
@@ -58,9 +58,9 @@ typedef struct bout { /* the output */
 } bout;
 
 typedef struct fast {
-	/* The two-input loop's inputs live here: from a local array its
-	 * records took 0.8% more instructions (callgrind; tfast's loop is the
-	 * other way round, 2% more from the struct). */
+	/* The two-input loop's inputs live here: GCC makes the loop
+	 * shorter with them in the struct than in a local array (tfast's
+	 * loop is the other way round). */
 	bin two[2];
 	bin *in; /* the inputs, n of them (two for that loop) */
 	size_t n;
@@ -113,8 +113,7 @@ static SPECIALIZED uint64_t key_lcp_bits(const uint8_t *a, uint64_t la,
  * differ at m (the one that shares more with P has P's byte there, the
  * other a larger one), so comparing the bytes at m orders them either
  * way; a branch on la == lb would follow the data, which for keys such as
- * hashes is a coin toss: mispredicted, it cost 3-5% of a byte-mode merge
- * of such keys and 5-7% of a bit-mode one.
+ * hashes is a coin toss, and mispredicted.
  */
 static SPECIALIZED uint64_t heads_lcp(const bin *a, const bin *b, int *cmp)
 {
@@ -154,9 +153,8 @@ static SPECIALIZED void bin_set_lcp(bin *b, uint64_t lcp)
  * keys leave P at the same place with the same byte): the keys are
  * compared from there, and the loser gets its LCP with the winner. Against
  * heads_lcp, which takes the smaller LCP and loads both keys' bytes there
- * and whose caller stores the loser's LCP, 0.5-4.4% less time in the byte
- * loop (typed-byte, grid and merge-disjoint rows; none on
- * merge-overlap-hash-6).
+ * and whose caller stores the loser's LCP, it loads no key in most
+ * rounds.
  */
 static SPECIALIZED int heads_cmp(bin *a, bin *b)
 {
@@ -279,9 +277,8 @@ static SPECIALIZED bool bin_next_fast(bin *b, bool typed, bool ranked)
 	 * key buffer has 16 bytes to spare). Whole words at multiples of 8,
 	 * as decode_byte stores them (so that the compare's loads of such
 	 * words are forwarded from one store), took a masked first word and
-	 * a loop: with the compare on ranks, which loads no key, the loop
-	 * takes 5-13% less time without them (typed-byte, raw-byte; 0-6%
-	 * with four inputs). */
+	 * a loop: with the compare on ranks, which loads no key, the
+	 * alignment no longer pays for them. */
 	kvs_store_le64(b->key + lcp, kvs_load_le64(s));
 	kvs_store_le64(b->key + lcp + 8, kvs_load_le64(s + 8));
 	for (uint64_t i = 16; i < slen; i += 8)

@@ -29,9 +29,9 @@
 /*
  * GCC's SLP vectorizer pairs adjacent 8-byte fields of the loop's state
  * into 16-byte loads, which the CPU cannot forward from the two 8-byte
- * stores that wrote them, and waits: the loop spent a fifth of its time
- * on two such loads (perf, bench_merge typed-bit). Its loop vectorizer
- * only adds checks to the copies of a few words (2% more instructions).
+ * stores that wrote them, and waits (perf showed the bit loop waiting
+ * on two such loads). Its loop vectorizer only adds checks to the copies
+ * of a few words.
  */
 #if defined(__GNUC__) && !defined(__clang__)
 #define NO_SLP                                                               \
