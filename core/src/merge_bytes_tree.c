@@ -6,8 +6,8 @@
 #include "merge_tree.h"
 
 /*
- * N byte inputs in line, as merge_tree_bits_with: the byte loop's inputs
- * (bin) and output (bout) under the loser tree. Its matches may meet an
+ * The byte engine's inputs (bin) and output (bout) under the loser tree,
+ * in the loop of merge_tree_loop.h. Its matches may meet an
  * older binding of the last output key P, which heads_lcp does not take
  * (its keys are above P): of two keys that share their LCPs with P, one
  * that ends there is a prefix of the other.
@@ -34,113 +34,85 @@ static SPECIALIZED bool bin_match(void *inputs, const bool *live, size_t x,
 	return first;
 }
 
-static SPECIALIZED kvs_status merge_tree_bytes_with(merge *m, bool typed,
-                                                    bool drop)
+/* The byte engine for merge_tree_loop.h. */
+#define TL_FAST fast
+#define TL_IN   bin
+#define TL_LOOP merge_tree_bytes_with
+#define tl_match bin_match
+
+static SPECIALIZED kvs_status tl_setup(fast *f, merge *m)
 {
-	kvs_writer *w = m->w;
-	size_t n = m->n;
-	fast f;
-	memset(&f, 0, sizeof f);
-	f.m = m;
-	f.n = n;
-	f.in = calloc(n, sizeof *f.in);
-	bool *live = calloc(n, sizeof *live);
-	kvs_status st = KVS_E_NOMEM;
-	if (!f.in || !live) {
-		st = seg_writer_fail(w, m->err, st, "%s: %s", "out of memory");
-		goto out;
-	}
-	if ((st = fast_setup(&f, m)) != KVS_OK)
-		goto out;
-	/* the first round: the writer's general path, which keeps the key;
-	 * equal keys: the newest input's */
-	size_t top = first_top(m);
-	for (size_t i = 0; i < n; i++) {
-		bin_load(&f.in[i], m->cur[i]);
-		live[i] = true;
-	}
-	if ((st = emit_first_byte(m, top)) !=
-	    KVS_OK)
-		goto out;
-	f.first_len = w->first_bits / 8;
-	memcpy(f.first, w->first_key, (size_t)f.first_len);
-	bout *o = &f.o;
-	bout_load(o, w);
-	size_t last = top; /* the input of the last output key */
-	for (size_t i = 0; i < n; i++) {
-		if (i == top)
-			continue;
-		int cmp;
-		f.in[i].lcp = key_lcp_bits(f.in[i].key, f.in[i].len,
-		                           f.in[top].key, f.in[top].len, &cmp) /
-		              8;
-		if (cmp == 0) {
-			m->st.replaced++;
-			if ((st = bin_advance(&f, i, &live[i], typed, false)) !=
-			    KVS_OK)
-				goto out;
-		}
-	}
-	if ((st = bin_advance(&f, top, &live[top], typed, false)) != KVS_OK)
-		goto out;
-	for (size_t i = 0; i < n; i++)
-		m->tree[i] = EMPTY;
-	for (size_t i = 0; i < n; i++)
-		tree_replay(m, f.in, live, i, true, bin_match);
-	uint64_t lp = UINT64_MAX; /* as in merge_tree_bits_with */
-	for (;;) {
-		size_t i = m->tree[0];
-		if (!live[i])
-			break;
-		bin *t = &f.in[i];
-		uint64_t round_len = t->len;
-		if (drop && t->vh == 0) { /* typed: a tombstone */
-			m->st.dropped++;
-			lp = t->lcp < lp ? t->lcp : lp;
-		} else {
-			if (drop && t->lcp > lp)
-				t->lcp = lp;
-			if ((st = bout_put(&f, t, live, typed)) != KVS_OK)
-				goto out;
-			if (drop) {
-				memcpy(w->prev_key, t->key, (size_t)t->len);
-				lp = UINT64_MAX;
-			}
-			last = i;
-		}
-		if ((st = bin_advance(&f, i, &live[i], typed, false)) != KVS_OK)
-			goto out;
-		tree_replay(m, f.in, live, i, false, bin_match);
-		for (;;) { /* older bindings of the round's key */
-			size_t j = m->tree[0];
-			const bin *b = &f.in[j];
-			if (b->lcp != round_len || b->len != round_len ||
-			    !live[j])
-				break;
-			m->st.replaced++;
-			if ((st = bin_advance(&f, j, &live[j], typed, false)) !=
-			    KVS_OK)
-				goto out;
-			tree_replay(m, f.in, live, j, false, bin_match);
-		}
-	}
-	m->st.input_records = fast_consumed(&f, live);
-	m->st.output_records =
-	    m->st.input_records - m->st.replaced - m->st.dropped;
-	bout_sync(w, o, m->st.output_records);
-	/* the last key: still in its input's buffer, which has not moved
-	 * since (the input has no record left); with drop, already there */
-	if (!drop)
-		memcpy(w->prev_key, f.in[last].key, (size_t)o->prev_len);
-out:
-	free(f.old);
-	free(f.first);
-	free(f.in);
-	free(live);
-	for (size_t i = 0; i < n; i++)
-		m->cur[i]->ordinal = m->cur[i]->seg->records;
-	return st;
+	return fast_setup(f, m);
 }
+
+static SPECIALIZED void tl_load(bin *b, const kvs_cursor *c)
+{
+	bin_load(b, c);
+}
+
+static SPECIALIZED kvs_status tl_emit_first(merge *m, size_t i)
+{
+	return emit_first_byte(m, i);
+}
+
+static SPECIALIZED kvs_status tl_out_load(fast *f, kvs_writer *w,
+                                          kvs_error *err)
+{
+	(void)err;
+	bout_load(&f->o, w);
+	return KVS_OK;
+}
+
+static SPECIALIZED void tl_first(fast *f, const kvs_writer *w)
+{
+	f->first_len = w->first_bits / 8;
+	memcpy(f->first, w->first_key, (size_t)f->first_len);
+}
+
+static SPECIALIZED uint64_t tl_head_lcp(const bin *a, const bin *b, int *cmp)
+{
+	return key_lcp_bits(a->key, a->len, b->key, b->len, cmp) / 8;
+}
+
+static SPECIALIZED kvs_status tl_advance(fast *f, size_t i, bool *live,
+                                         bool typed)
+{
+	return bin_advance(f, i, live, typed, false);
+}
+
+static SPECIALIZED bool tl_tomb(const bin *b)
+{
+	return b->vh == 0; /* typed: a tombstone */
+}
+
+static SPECIALIZED kvs_status tl_put(fast *f, bin *b, const bool *live,
+                                     bool typed)
+{
+	return bout_put(f, b, live, typed);
+}
+
+static SPECIALIZED void tl_keep_key(kvs_writer *w, const bin *b)
+{
+	memcpy(w->prev_key, b->key, (size_t)b->len);
+}
+
+static SPECIALIZED uint64_t tl_consumed(const fast *f, const bool *live)
+{
+	return fast_consumed(f, live);
+}
+
+static SPECIALIZED void tl_sync(kvs_writer *w, const fast *f, uint64_t out)
+{
+	bout_sync(w, &f->o, out);
+}
+
+static SPECIALIZED void tl_last_key(kvs_writer *w, const fast *f,
+                                    const bin *b)
+{
+	memcpy(w->prev_key, b->key, (size_t)f->o.prev_len);
+}
+
+#include "merge_tree_loop.h"
 
 /* The framing as a constant; a strong delete as merge_tree_bits_fast. */
 kvs_status merge_tree_bytes_fast(merge *m)
