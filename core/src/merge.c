@@ -48,66 +48,6 @@ kvs_status input_failed(merge *m, size_t i, kvs_status st)
 	                     kvs_cursor_ordinal(m->cur[i]), kvs_strerror(st));
 }
 
-/*
- * Before a flush of the fast loops, `consumed` input records done: when
- * kvs_merge gave the output's size hint (the inputs' total size), the
- * hint becomes the output's size projected from the share of the input
- * records so far that went out, 1/16 less where some did not. The
- * writer's reservation of space (reserve_ahead) then ends short of the
- * output's end for overlapping inputs too, which write much less than
- * the inputs' total: on ext4, releasing reserved blocks past the end
- * costs far more than writing a few blocks unreserved (bench/README.md,
- * "Measurements behind the merge's code"), hence a projection on the low
- * side.
- */
-void project_hint(merge *m, uint64_t consumed)
-{
-	uint64_t out = consumed - m->st.replaced - m->st.dropped;
-	if (m->hint == 0 || consumed == 0 || out >= consumed)
-		return;
-	/* an estimate: a double's 53 bits are enough */
-	double share = (double)out / (double)consumed;
-	uint64_t p = (uint64_t)((double)m->hint * share);
-	m->w->opt.size_hint = p - p / 16;
-}
-
-/* Calls the progress callback with `consumed` input records done, and
- * sets when it is next due; a cancel by the callback is an error. */
-__attribute__((noinline)) kvs_status report_progress(merge *m,
-                                                           uint64_t consumed)
-{
-	m->next_progress = consumed + PROGRESS_EVERY;
-	if (m->opt->progress(m->opt->progress_ctx, consumed, m->total))
-		return kvs_error_set(m->err, KVS_E_CANCELED,
-		                     "merge canceled after %" PRIu64
-		                     " of %" PRIu64 " input records",
-		                     consumed, m->total);
-	return KVS_OK;
-}
-
-/* The input whose first record the first round writes (all inputs on a
- * record): the smallest key, the newest input's on ties. */
-size_t first_top(const merge *m)
-{
-	size_t top = 0;
-	for (size_t i = 1; i < m->n; i++) {
-		const kvs_cursor *a = m->cur[i], *b = m->cur[top];
-		int cmp;
-		seg_key_lcp(a->key, a->key_bits, b->key, b->key_bits, &cmp);
-		if (cmp <= 0)
-			top = i;
-	}
-	return top;
-}
-
-/* With a strong delete, the in-line loops drop tombstones in line, but
- * their first round must write a record (the loop starts from the
- * writer's first key): is the first round's winner no tombstone? */
-bool first_kept(const merge *m)
-{
-	return m->cur[first_top(m)]->kind != KVS_KIND_TOMBSTONE;
-}
-
 /* Can merge_two_bytes_fast (two inputs) or merge_tree_bytes_fast take
  * this merge? */
 static bool bytes_fast_fits(const merge *m)
@@ -122,37 +62,6 @@ static bool bytes_fast_fits(const merge *m)
 	if (w->opt.profile != KVS_PROFILE_BYTE || w->records != 0)
 		return false;
 	return !m->opt->drop_tombstones || first_kept(m);
-}
-
-/*
- * What the in-line loops need before they start: room for every restart
- * of the output, and for keys as long as the inputs' longest (16 bytes
- * more): *old, *first (zeroed: a key in words, zero after it) and the
- * writer's previous key. The caller frees *old and *first.
- */
-kvs_status loop_setup(merge *m, uint8_t **old, uint8_t **first)
-{
-	kvs_writer *w = m->w;
-	uint64_t max_len = 0;
-	for (size_t i = 0; i < m->n; i++) {
-		uint64_t l = seg_key_bytes(m->cur[i]->seg->max_key_bits);
-		if (l > max_len)
-			max_len = l;
-	}
-	*old = malloc((size_t)max_len + 16);
-	*first = calloc(1, (size_t)max_len + 16);
-	uint8_t *pk = realloc(w->prev_key, (size_t)max_len + 8);
-	if (pk) {
-		w->prev_key = pk;
-		w->prev_cap = (size_t)max_len + 8;
-	}
-	if (!seg_writer_grow_restarts(
-	        w, (size_t)(m->total / w->opt.restart_interval + 2)))
-		pk = NULL;
-	if (!*old || !*first || !pk)
-		return seg_writer_fail(w, m->err, KVS_E_NOMEM, "%s: %s",
-		                       "out of memory");
-	return KVS_OK;
 }
 
 /* Can merge_two_bits_fast (two inputs) or merge_tree_bits_fast take this
