@@ -18,6 +18,10 @@
  * when one does not, the merge must fail, say why and leave no file (a
  * merge that trusted a corrupt LCP field, say, would write records out of
  * order or other keys than the input's).
+ *
+ * Each merge runs twice, as kvs_merge chooses its loop and with the
+ * general loop forced (merge_internal.h's hooks): both must succeed or
+ * both fail, and succeeding, write byte-identical files.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,11 +33,13 @@
 
 #include "fuzz_crcs.h"
 #include "fuzz_util.h"
+#include "../../core/src/merge_internal.h"
 
 #define PARTNER_RECORDS 30 /* first key bytes 3, 11, ... 235 */
 
 static char g_dir[64];
 static char g_out[96];
+static char g_out_general[104];
 static kvs_segment *g_partner[2][2]; /* [bit profile][raw framing] */
 
 /* A partner of the given mode: keys of 1 to 3 bytes that interleave with
@@ -83,6 +89,7 @@ static void cleanup(void)
 			unlink(path);
 		}
 	unlink(g_out);
+	unlink(g_out_general);
 	rmdir(g_dir);
 }
 
@@ -92,6 +99,8 @@ static void setup(void)
 	snprintf(g_dir, sizeof g_dir, "%s/fuzz_merge.XXXXXX", base);
 	check(mkdtemp(g_dir) != NULL);
 	snprintf(g_out, sizeof g_out, "%s/out.kvseg", g_dir);
+	snprintf(g_out_general, sizeof g_out_general, "%s/out-general.kvseg",
+	         g_dir);
 	atexit(cleanup);
 	for (int p = 0; p < 2; p++)
 		for (int f = 0; f < 2; f++)
@@ -207,6 +216,24 @@ static void check_output(const recs *l, size_t n, const recs *out, bool drop)
 	check(k == out->n);
 }
 
+/* Are the files at a and b the same bytes? */
+static bool same_file(const char *a, const char *b)
+{
+	FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+	bool same = fa && fb;
+	while (same) {
+		int x = getc(fa), y = getc(fb);
+		same = x == y;
+		if (x == EOF)
+			break;
+	}
+	if (fa)
+		fclose(fa);
+	if (fb)
+		fclose(fb);
+	return same;
+}
+
 /* Merges the n (2 or 3) inputs, oldest first, into a segment of in's mode
  * and checks the outcome against the inputs read through cursors; drop: a
  * strong delete (typed framing). */
@@ -234,6 +261,16 @@ static void merge_n(kvs_segment *const *inputs, size_t n,
 	bool refused = in->framing == KVS_FRAMING_RAW && in->tombstones;
 	kvs_status st = kvs_merge(inputs, n, g_out, &mo, NULL, &err);
 	check(st == KVS_OK ? valid && !refused : !valid || refused);
+	kvs_error gerr;
+	merge_hooks general = {.force_general = true};
+	kvs_status gst = seg_merge_hooked(inputs, n, g_out_general, &mo, NULL,
+	                                  &gerr, &general);
+	check((gst == KVS_OK) == (st == KVS_OK));
+	if (gst == KVS_OK) {
+		check(general.loop == MERGE_LOOP_TREE_ANY);
+		check(same_file(g_out, g_out_general));
+		check(unlink(g_out_general) == 0);
+	}
 	if (st == KVS_OK) {
 		kvs_segment *out = NULL;
 		recs ro = {0};
