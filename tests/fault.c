@@ -445,8 +445,17 @@ int __wrap_fstatat64(int dirfd, const char *path, struct stat64 *sb, int flags)
 	return __real_fstatat64(dirfd, path, sb, flags);
 }
 
+static void (*before_flock)(int fd);
+
+void fault_before_flock(void (*fn)(int fd)) { before_flock = fn; }
+
 int __wrap_flock(int fd, int op)
 {
+	void (*fn)(int fd) = before_flock;
+	if (fn) {
+		before_flock = NULL;
+		fn(fd);
+	}
 	if (fail_now(FAULT_LOCK, "flock"))
 		return -1;
 	return __real_flock(fd, op);

@@ -68,6 +68,11 @@ const char *fault_fired_call(void);
 /* The calls of kind k made before the failed one, in its window. */
 unsigned long fault_count_before(enum fault_kind k);
 
+/* Calls fn(fd) once, at the next flock the core makes, before the lock is
+ * taken (with the hook cleared first, so fn may call the core): a test
+ * plays a race there. NULL clears it. */
+void fault_before_flock(void (*fn)(int fd));
+
 /* Allocations made through the wrappers and not yet freed. */
 size_t fault_live(void);
 

@@ -1104,6 +1104,48 @@ OP(catalog_replace, setup_replace, run_replace, check_replace, has_m_only,
    false)
 OP(merge_publish, setup_publish, run_publish, check_publish, has_m_only, false)
 
+/* A catalog's recovery that runs between a writer's creation of its
+ * temporary file and the writer's lock takes the file for an orphan and
+ * removes it (as a second segfs's mount did under SIGSTOP in
+ * test_recover_marks). The writer must notice that its file lost its name
+ * and make another: the segment is then written and complete. */
+static char g_race_dir[PATH_MAX];
+static unsigned g_race_removed;
+
+static void recover_now(int fd)
+{
+	(void)fd;
+	char before[1024], after[1024];
+	dot_files(g_race_dir, before, sizeof before);
+	kvs_catalog *c = NULL;
+	kvs_error err = {0};
+	kvs_status st = kvs_catalog_open(&c, g_race_dir, &err);
+	CHECK_ST(st, KVS_OK, "recovery during the race: %s", err.message);
+	kvs_catalog_close(c);
+	dot_files(g_race_dir, after, sizeof after);
+	g_race_removed += strcmp(before, after) != 0;
+}
+
+static void test_recovery_before_lock(void **state)
+{
+	(void)state;
+	path_join(g_race_dir, g_tmp, "race");
+	if (mkdir(g_race_dir, 0755) != 0)
+		FAILF("mkdir %s: %s", g_race_dir, strerror(errno));
+	g_race_removed = 0;
+	fault_before_flock(recover_now);
+	write_ok(g_race_dir, "s.kvs", &g_small, 1);
+	fault_before_flock(NULL);
+	if (g_race_removed != 1)
+		FAILF("the recovery removed the writer's first temporary "
+		      "file: %u times", g_race_removed);
+	expect_seg(g_race_dir, "s.kvs", &g_small, "written across the race");
+	char dots[1024];
+	dot_files(g_race_dir, dots, sizeof dots);
+	if (strstr(dots, ".s.kvs."))
+		FAILF("a temporary file is left: %s", dots);
+}
+
 static int group_setup(void **state)
 {
 	(void)state;
@@ -1149,6 +1191,7 @@ int main(int argc, char **argv)
 	    TEST(test_catalog_init),    TEST(test_catalog_recover),
 	    TEST(test_catalog_add),     TEST(test_catalog_reload),
 	    TEST(test_catalog_replace), TEST(test_merge_publish),
+	    TEST(test_recovery_before_lock),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

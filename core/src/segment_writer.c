@@ -355,22 +355,59 @@ kvs_status kvs_writer_open(kvs_writer **out, const char *path,
 		kvs_writer_free(w);
 		return ck;
 	}
-	w->fd = seg_create_temp(w->tmp_path); /* 0644 less the umask */
-	if (w->fd < 0) {
-		kvs_status st = kvs_error_set(
-		    err, KVS_E_IO,
-		    "%s: cannot create a temporary file in its directory: %s",
-		    path, strerror(errno));
-		w->tmp_path[0] = '\0';
-		kvs_writer_free(w);
-		return st;
-	}
-	/* Held until the file has its final name: a catalog's recovery
-	 * removes only temporary files that nobody holds (catalog.c). */
-	if (flock(w->fd, LOCK_EX) < 0) {
-		kvs_status st = io_fail(w, err, "flock");
-		kvs_writer_free(w);
-		return st;
+	size_t tmp_len = strlen(w->tmp_path);
+	for (unsigned tries = 1;; tries++) {
+		w->fd = seg_create_temp(w->tmp_path); /* 0644 less the umask */
+		if (w->fd < 0) {
+			kvs_status st = kvs_error_set(
+			    err, KVS_E_IO,
+			    "%s: cannot create a temporary file in its "
+			    "directory: %s",
+			    path, strerror(errno));
+			w->tmp_path[0] = '\0';
+			kvs_writer_free(w);
+			return st;
+		}
+		/* Held until the file has its final name: a catalog's
+		 * recovery removes only temporary files that nobody holds
+		 * (catalog.c). */
+		if (flock(w->fd, LOCK_EX) < 0) {
+			kvs_status st = io_fail(w, err, "flock");
+			kvs_writer_free(w);
+			return st;
+		}
+		/* Between the file's creation and the lock, a recovery may
+		 * have taken it for an orphan and removed it: then it has
+		 * lost its name (which may be another file's by now), and
+		 * a new file is made. */
+		struct stat mine, named;
+		if (fstat(w->fd, &mine) < 0) {
+			kvs_status st = io_fail(w, err, "fstat");
+			kvs_writer_free(w);
+			return st;
+		}
+		int lost = lstat(w->tmp_path, &named) < 0 ? errno : 0;
+		if (!lost && named.st_ino == mine.st_ino &&
+		    named.st_dev == mine.st_dev)
+			break;
+		if (lost && lost != ENOENT) {
+			errno = lost;
+			kvs_status st = io_fail(w, err, "stat");
+			kvs_writer_free(w);
+			return st;
+		}
+		/* the name is not this file's: never remove it */
+		if (tries == 100) {
+			w->tmp_path[0] = '\0';
+			kvs_writer_free(w);
+			return kvs_error_set(err, KVS_E_IO,
+			                     "%s: its temporary file was removed "
+			                     "by another process 100 times",
+			                     path);
+		}
+		close(w->fd);
+		w->fd = -1;
+		memcpy(w->tmp_path + tmp_len - 6, "XXXXXX", 6);
 	}
 	*out = w;
 	return KVS_OK;
