@@ -568,16 +568,6 @@ static void end_job(job *j, enum job_state st)
 
 typedef control_error req_error;
 
-static int fail(req_error *e, int err, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(e->msg, sizeof e->msg, fmt, ap);
-	va_end(ap);
-	e->err = err;
-	return err;
-}
-
 /* The copy of a request that control/status shows: its first 200 bytes
  * as they are (a NUL too: job_line escapes them all), then "..." if it
  * was longer; its length in *out_len. */
@@ -673,7 +663,7 @@ static int plan_merge(const control_words *w, const snap *cur,
 	kvs_merge_plan plan;
 	int rc = 0;
 	if (!live || !busy) {
-		rc = fail(e, ENOMEM, "out of memory");
+		rc = control_fail(e, ENOMEM, "out of memory");
 		goto out;
 	}
 	for (size_t i = 0; i < cur->n; i++) {
@@ -693,7 +683,7 @@ static int plan_merge(const control_words *w, const snap *cur,
 	j->inputs = calloc(plan.n, sizeof *j->inputs);
 	j->names = calloc(plan.n, sizeof *j->names);
 	if (!j->inputs || !j->names) {
-		rc = fail(e, ENOMEM, "out of memory");
+		rc = control_fail(e, ENOMEM, "out of memory");
 		goto out;
 	}
 	for (size_t k = 0; k < plan.n; k++) {
@@ -701,7 +691,7 @@ static int plan_merge(const control_words *w, const snap *cur,
 		j->inputs[k] = s->id;
 		if (!(j->names[k] = strdup(s->name))) {
 			j->n = k;
-			rc = fail(e, ENOMEM, "out of memory");
+			rc = control_fail(e, ENOMEM, "out of memory");
 			goto out;
 		}
 	}
@@ -721,9 +711,9 @@ static int parse_cancel(const control_words *w, req_error *e)
 		return rc;
 	job *j = find_job(id);
 	if (!j || j->state == REJECTED)
-		return fail(e, ENOENT, "no job %" PRIu64, id);
+		return control_fail(e, ENOENT, "no job %" PRIu64, id);
 	if (ended(j))
-		return fail(e, EINVAL, "job %" PRIu64 " has already ended (%s)",
+		return control_fail(e, EINVAL, "job %" PRIu64 " has already ended (%s)",
 		            id, state_names[j->state]);
 	if (j->state == QUEUED) { /* out of the queue at once */
 		job **q = &J.queue_head;
@@ -756,18 +746,18 @@ static int handle_line(char *line, size_t len, job *const *earlier,
 	if (!strcmp(w.word[0], "cancel"))
 		return parse_cancel(&w, e);
 	if (J.stopping)
-		return fail(e, ESHUTDOWN, "segfs is unmounting");
+		return control_fail(e, ESHUTDOWN, "segfs is unmounting");
 	if (S.ro_why)
-		return fail(e, EROFS, "%.400s: nothing can be merged",
+		return control_fail(e, EROFS, "%.400s: nothing can be merged",
 		            S.ro_why);
 	job *j = calloc(1, sizeof *j);
 	if (!j)
-		return fail(e, ENOMEM, "out of memory");
+		return control_fail(e, ENOMEM, "out of memory");
 	snap *cur = snap_current();
 	pthread_mutex_lock(&S.lock);
 	rc = plan_merge(&w, cur, earlier, nearlier, j, e);
 	if (!rc && J.queued + nearlier >= S.queue)
-		rc = fail(e, EAGAIN, "%zu jobs are queued already (the bound)",
+		rc = control_fail(e, EAGAIN, "%zu jobs are queued already (the bound)",
 		          J.queued + nearlier);
 	if (!rc)
 		for (size_t k = 0; k < j->n; k++)

@@ -15,10 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(control_error *e, int err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(control_error *e, int err, const char *fmt, ...)
+int control_fail(control_error *e, int err, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -32,7 +29,7 @@ int control_split(char *line, size_t len, control_words *w, control_error *e)
 {
 	w->n = 0;
 	if (len > CONTROL_MAX_REQUEST)
-		return fail(e, EINVAL, "a request longer than %d bytes",
+		return control_fail(e, EINVAL, "a request longer than %d bytes",
 		            CONTROL_MAX_REQUEST);
 	/*
 	 * Words of printable bytes, separated by single spaces. A control
@@ -43,12 +40,12 @@ int control_split(char *line, size_t len, control_words *w, control_error *e)
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)line[i];
 		if (c == 0)
-			return fail(e, EINVAL,
+			return control_fail(e, EINVAL,
 			            "a NUL byte (0x00) at offset %zu of the "
 			            "request",
 			            i);
 		if (c < 0x20 || c == 0x7F)
-			return fail(e, EINVAL,
+			return control_fail(e, EINVAL,
 			            "control byte 0x%02x%s at offset %zu of "
 			            "the request (words are printable, "
 			            "separated by single spaces)",
@@ -60,11 +57,11 @@ int control_split(char *line, size_t len, control_words *w, control_error *e)
 			            i);
 	}
 	if (strspn(line, " ") == len)
-		return fail(e, EINVAL, "an empty request");
+		return control_fail(e, EINVAL, "an empty request");
 	for (size_t i = 0; i < len; i++)
 		if (line[i] == ' ' &&
 		    (i == 0 || i + 1 == len || line[i - 1] == ' '))
-			return fail(e, EINVAL,
+			return control_fail(e, EINVAL,
 			            "an extra space at offset %zu of the "
 			            "request (words are separated by one "
 			            "space, with none before the first or "
@@ -72,14 +69,14 @@ int control_split(char *line, size_t len, control_words *w, control_error *e)
 			            i);
 	for (char *p = line; p;) {
 		if (w->n == CONTROL_MAX_WORDS)
-			return fail(e, EINVAL, "too many words");
+			return control_fail(e, EINVAL, "too many words");
 		w->word[w->n++] = p;
 		if ((p = strchr(p, ' ')))
 			*p++ = '\0';
 	}
 	if (strcmp(w->word[0], "cancel") != 0 &&
 	    strcmp(w->word[0], "merge") != 0)
-		return fail(e, EINVAL,
+		return control_fail(e, EINVAL,
 		            "unknown request '%.40s' (merge or cancel)",
 		            w->word[0]);
 	return 0;
@@ -108,9 +105,9 @@ static bool plain_number(const char *s, uint64_t max, uint64_t *out)
 int control_parse_cancel(const control_words *w, uint64_t *id, control_error *e)
 {
 	if (w->n != 2)
-		return fail(e, EINVAL, "cancel takes one job id");
+		return control_fail(e, EINVAL, "cancel takes one job id");
 	if (!plain_number(w->word[1], UINT64_MAX, id))
-		return fail(e, EINVAL, "'%.40s' is not a job id", w->word[1]);
+		return control_fail(e, EINVAL, "'%.40s' is not a job id", w->word[1]);
 	return 0;
 }
 
@@ -135,35 +132,35 @@ static int refused(const control_snapshot *snap, const kvs_merge_request *req,
 {
 	switch (plan->problem) {
 	case KVS_PLAN_NOTHING:
-		return fail(e, EINVAL, "there are no live segments to merge");
+		return control_fail(e, EINVAL, "there are no live segments to merge");
 	case KVS_PLAN_NOT_CONSECUTIVE:
-		return fail(e, EINVAL,
+		return control_fail(e, EINVAL,
 		            "the inputs must be consecutive in age order, but "
 		            "%.100s lies between them",
 		            snap->live[plan->problem_at].name);
 	case KVS_PLAN_DROP_NOT_OLDEST:
-		return fail(e, EINVAL,
+		return control_fail(e, EINVAL,
 		            "tombstones=drop needs the oldest live segment "
 		            "(%.100s) among the inputs",
 		            snap->live[0].name);
 	case KVS_PLAN_RAW_TOMBSTONES:
-		return fail(
+		return control_fail(
 		    e, EINVAL,
 		    "framing=raw cannot hold the inputs' %" PRIu64
 		    " tombstones (use framing=typed, or tombstones=drop "
 		    "with the oldest segment)",
 		    plan->tombstones);
 	case KVS_PLAN_OUTPUT_TAKEN:
-		return fail(e, EEXIST, "name=%.100s: the file exists",
+		return control_fail(e, EEXIST, "name=%.100s: the file exists",
 		            req->output_name);
 	case KVS_PLAN_NO_FREE_NAME:
-		return fail(e, EEXIST,
+		return control_fail(e, EEXIST,
 		            "no free output name seg-%" PRIu64 "[-N].kvs",
 		            plan->options.output.sequence);
 	case KVS_PLAN_UNKNOWN_NAME:
-		return fail(e, ENOENT, "%s", err->message);
+		return control_fail(e, ENOENT, "%s", err->message);
 	default:
-		return fail(e, err->status == KVS_E_NOMEM ? ENOMEM : EINVAL,
+		return control_fail(e, err->status == KVS_E_NOMEM ? ENOMEM : EINVAL,
 		            "%s", err->message);
 	}
 }
@@ -180,7 +177,7 @@ int control_parse_merge(const control_words *w, const control_snapshot *snap,
 
 	memset(plan, 0, sizeof *plan);
 	if (w->n > 1 && !(names = calloc(w->n, sizeof *names)))
-		return fail(e, ENOMEM, "out of memory");
+		return control_fail(e, ENOMEM, "out of memory");
 	/*
 	 * merge = "merge" SP ("all" / NAME *(SP NAME)) *(SP OPTION): the
 	 * inputs, then the options. A word is an option when what precedes
@@ -203,9 +200,9 @@ int control_parse_merge(const control_words *w, const control_snapshot *snap,
 			key = like;
 		if (key < 0 && !strcmp(s, "all")) {
 			if (all)
-				rc = fail(e, EINVAL, "'all' is given twice");
+				rc = control_fail(e, EINVAL, "'all' is given twice");
 			else if (opts)
-				rc = fail(e, EINVAL,
+				rc = control_fail(e, EINVAL,
 				          "'all' after an option: the inputs "
 				          "come first, then the options");
 			all = true;
@@ -215,35 +212,35 @@ int control_parse_merge(const control_words *w, const control_snapshot *snap,
 			size_t at = find_live(snap, s);
 			bool no_name = at == SIZE_MAX || opts || all;
 			if (eq && no_name)
-				rc = fail(e, EINVAL,
+				rc = control_fail(e, EINVAL,
 				          "unknown option '%.100s' (profile=, "
 				          "framing=, restart=, name= or "
 				          "tombstones=)",
 				          s);
 			else if (like >= 0 && no_name)
-				rc = fail(e, EINVAL,
+				rc = control_fail(e, EINVAL,
 				          "option %s without a value (%s=...)",
 				          s, s);
 			else if (opts)
 				rc =
-				    fail(e, EINVAL,
+				    control_fail(e, EINVAL,
 				         "'%.100s' after an option: the inputs "
 				         "come first, then the options",
 				         s);
 			else if (!kvs_catalog_name_valid(s))
-				rc = fail(e, EINVAL,
+				rc = control_fail(e, EINVAL,
 				          "'%.100s' cannot be a segment name "
 				          "(empty, too long, with '/', or "
 				          "starting with '.')",
 				          s);
 			else if (at == SIZE_MAX)
-				rc = fail(e, ENOENT,
+				rc = control_fail(e, ENOENT,
 				          "no live segment is called '%.100s'",
 				          s);
 			else
 				for (size_t k = 0; k < req.n_names && !rc; k++)
 					if (!strcmp(names[k], s))
-						rc = fail(
+						rc = control_fail(
 						    e, EINVAL,
 						    "'%.100s' is given twice",
 						    s);
@@ -256,7 +253,7 @@ int control_parse_merge(const control_words *w, const control_snapshot *snap,
 		int c;
 		uint64_t restart;
 		if (seen_opt[key]) {
-			rc = fail(e, EINVAL, "option %s is given twice",
+			rc = control_fail(e, EINVAL, "option %s is given twice",
 			          keys[key]);
 			break;
 		}
@@ -264,14 +261,14 @@ int control_parse_merge(const control_words *w, const control_snapshot *snap,
 		switch (key) {
 		case 0:
 			if ((c = choose(v, "byte", "bit")) < 0)
-				rc = fail(e, EINVAL,
+				rc = control_fail(e, EINVAL,
 				          "profile=%.40s: byte or bit", v);
 			req.profile = c ? KVS_PROFILE_BIT : KVS_PROFILE_BYTE;
 			req.profile_set = true;
 			break;
 		case 1:
 			if ((c = choose(v, "typed", "raw")) < 0)
-				rc = fail(e, EINVAL,
+				rc = control_fail(e, EINVAL,
 				          "framing=%.40s: typed or raw", v);
 			req.framing = c ? KVS_FRAMING_RAW : KVS_FRAMING_TYPED;
 			req.framing_set = true;
@@ -280,7 +277,7 @@ int control_parse_merge(const control_words *w, const control_snapshot *snap,
 			if (!plain_number(v, KVS_MAX_RESTART_INTERVAL,
 			                  &restart) ||
 			    restart < 1)
-				rc = fail(e, EINVAL,
+				rc = control_fail(e, EINVAL,
 				          "restart=%.40s: a number from 1 to "
 				          "%d",
 				          v, KVS_MAX_RESTART_INTERVAL);
@@ -289,14 +286,14 @@ int control_parse_merge(const control_words *w, const control_snapshot *snap,
 			break;
 		case 3:
 			if (!kvs_catalog_name_valid(v))
-				rc = fail(
+				rc = control_fail(
 				    e, EINVAL,
 				    "name=%.100s cannot be a segment name", v);
 			req.output_name = v;
 			break;
 		case 4:
 			if ((c = choose(v, "keep", "drop")) < 0)
-				rc = fail(e, EINVAL,
+				rc = control_fail(e, EINVAL,
 				          "tombstones=%.40s: keep or drop", v);
 			req.drop_tombstones = c == 1;
 			break;
@@ -305,11 +302,11 @@ int control_parse_merge(const control_words *w, const control_snapshot *snap,
 	if (rc)
 		goto out;
 	if (all && req.n_names) {
-		rc = fail(e, EINVAL, "'all' and segment names together");
+		rc = control_fail(e, EINVAL, "'all' and segment names together");
 		goto out;
 	}
 	if (!all && !req.n_names) {
-		rc = fail(e, EINVAL, "merge what? Give 'all' or segment names");
+		rc = control_fail(e, EINVAL, "merge what? Give 'all' or segment names");
 		goto out;
 	}
 	req.names = names;
@@ -320,13 +317,13 @@ int control_parse_merge(const control_words *w, const control_snapshot *snap,
 		goto out;
 	}
 	if (plan->n > CONTROL_MAX_INPUTS) {
-		rc = fail(e, EINVAL, "more than %d inputs", CONTROL_MAX_INPUTS);
+		rc = control_fail(e, EINVAL, "more than %d inputs", CONTROL_MAX_INPUTS);
 		goto out;
 	}
 	for (size_t k = 0; snap->busy && k < plan->n; k++) {
 		size_t i = plan->first + k;
 		if (snap->busy[i] != CONTROL_FREE) {
-			rc = fail(
+			rc = control_fail(
 			    e, EBUSY,
 			    snap->busy[i] == CONTROL_BUSY_EARLIER
 			        ? "%.100s is an input of an earlier request "

@@ -23,6 +23,11 @@ typedef struct control_error {
 	char msg[256];
 } control_error;
 
+/* Sets *e (the errno err and the printf-formatted reason) and returns
+ * err: a refusal in one line, for the parser and the job queue alike. */
+int control_fail(control_error *e, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* A request split into its words (pointing into the line, which the split
  * cuts at the spaces). */
 typedef struct control_words {
