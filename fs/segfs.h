@@ -294,6 +294,9 @@ void ptab_forget(uint64_t id, uint64_t count);
 int ptab_get(uint64_t id, scope *sc, uint8_t **prefix, size_t *plen);
 void ptab_free_all(void);
 
+/* The FUSE low-level operations (segfs.c), for main.c's session. */
+extern const struct fuse_lowlevel_ops segfs_ops;
+
 /* ---- control files (control.c) ------------------------------------------- */
 
 int control_start(void);
