@@ -272,7 +272,11 @@ def test_rate_limit(tmp):
     d = os.path.join(tmp, "limit")
     damaged_dir(d)
     logf = os.path.join(tmp, "limit.log")
-    m = Daemon(d, "log=" + logf, "mt")
+    # one serving thread: under ThreadSanitizer, libfuse's -o mt loop
+    # cancels its idle workers at unmount with pthread_cancel, which now
+    # and then hangs in TSan's read interceptor (the daemon then never
+    # ends); the reads here come from one reader anyway
+    m = Daemon(d, "log=" + logf)
     eios = 0
     try:
         os.truncate(os.path.join(d, "a.seg"), 300000)
