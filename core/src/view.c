@@ -22,56 +22,55 @@ struct kvs_view {
 	kvs_cursor *cur[]; /* one per segment */
 };
 
-/* A view with room for n cursors, positioned at the end. */
-static kvs_status view_alloc(kvs_view **out, size_t n, unsigned flags,
-                             bool owned)
+/* The checks both opens make before they look at the elements of p (the
+ * segments or cursors, which may be NULL when n is 0). */
+static kvs_status check_open(kvs_view **out, const void *p, size_t n,
+                             unsigned flags)
 {
-	kvs_view *v;
-
-	*out = NULL;
-	if (flags & ~KVS_VIEW_TOMBSTONES)
+	if (!out)
 		return KVS_E_INVAL;
-	if (n > (PTRDIFF_MAX - sizeof *v) / sizeof v->cur[0])
+	*out = NULL;
+	if (flags & ~KVS_VIEW_TOMBSTONES || (n && !p))
+		return KVS_E_INVAL;
+	if (n > (PTRDIFF_MAX - sizeof(kvs_view)) / sizeof(kvs_cursor *))
 		return KVS_E_RANGE;
-	v = calloc(1, sizeof *v + n * sizeof v->cur[0]);
-	if (!v)
-		return KVS_E_NOMEM;
-	v->n = n;
-	v->tombstones = flags & KVS_VIEW_TOMBSTONES;
-	v->owned = owned;
-	v->winner = -1;
-	*out = v;
 	return KVS_OK;
 }
 
-/* Are p[0 .. n) all set (p may be NULL when n is 0)? */
-static bool all_set(void *const *p, size_t n)
+/* A view with room for n cursors, positioned at the end. */
+static kvs_view *view_alloc(size_t n, unsigned flags, bool owned)
 {
-	if (n && !p)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!p[i])
-			return false;
-	return true;
+	kvs_view *v = calloc(1, sizeof *v + n * sizeof v->cur[0]);
+
+	if (v) {
+		v->n = n;
+		v->tombstones = flags & KVS_VIEW_TOMBSTONES;
+		v->owned = owned;
+		v->winner = -1;
+	}
+	return v;
 }
 
 kvs_status kvs_view_open(kvs_view **out, kvs_segment *const *segs, size_t n,
                          unsigned flags)
 {
+	kvs_status st = check_open(out, segs, n, flags);
 	kvs_view *v;
-	kvs_status st;
 
-	if (!out)
-		return KVS_E_INVAL;
-	*out = NULL;
-	if (!all_set((void *const *)segs, n))
-		return KVS_E_INVAL;
-	st = view_alloc(&v, n, flags, true);
 	for (size_t i = 0; st == KVS_OK && i < n; i++)
-		st = kvs_cursor_open(&v->cur[i], segs[i]);
-	if (st != KVS_OK) {
-		kvs_view_close(v);
+		if (!segs[i])
+			st = KVS_E_INVAL;
+	if (st != KVS_OK)
 		return st;
+	v = view_alloc(n, flags, true);
+	if (!v)
+		return KVS_E_NOMEM;
+	for (size_t i = 0; i < n; i++) {
+		st = kvs_cursor_open(&v->cur[i], segs[i]);
+		if (st != KVS_OK) {
+			kvs_view_close(v);
+			return st;
+		}
 	}
 	*out = v;
 	return KVS_OK;
@@ -80,17 +79,17 @@ kvs_status kvs_view_open(kvs_view **out, kvs_segment *const *segs, size_t n,
 kvs_status kvs_view_open_cursors(kvs_view **out, kvs_cursor *const *cur,
                                  size_t n, unsigned flags)
 {
+	kvs_status st = check_open(out, cur, n, flags);
 	kvs_view *v;
-	kvs_status st;
 
-	if (!out)
-		return KVS_E_INVAL;
-	*out = NULL;
-	if (!all_set((void *const *)cur, n))
-		return KVS_E_INVAL;
-	st = view_alloc(&v, n, flags, false);
+	for (size_t i = 0; st == KVS_OK && i < n; i++)
+		if (!cur[i])
+			st = KVS_E_INVAL;
 	if (st != KVS_OK)
 		return st;
+	v = view_alloc(n, flags, false);
+	if (!v)
+		return KVS_E_NOMEM;
 	for (size_t i = 0; i < n; i++)
 		v->cur[i] = cur[i];
 	*out = v;
@@ -106,6 +105,10 @@ void kvs_view_close(kvs_view *v)
 			kvs_cursor_close(v->cur[i]); /* NULL after a failed open */
 	free(v);
 }
+
+/* The key of a seek given none (NULL, 0 bits): the cursors read no byte of
+ * it, but are not given NULL. */
+static const uint8_t no_key[1];
 
 /* Moves every cursor on the current winner's key past it. */
 static kvs_status step(kvs_view *v)
@@ -179,6 +182,8 @@ kvs_status kvs_view_seek(kvs_view *v, const void *key, uint64_t key_bits,
 {
 	if (!v || (!key && key_bits))
 		return KVS_E_INVAL;
+	if (!key)
+		key = no_key;
 	v->winner = -1;
 	for (size_t i = 0; i < v->n; i++) {
 		kvs_cursor *c = v->cur[i];
@@ -199,6 +204,8 @@ kvs_status kvs_view_lookup(kvs_view *v, const void *key, uint64_t key_bits,
 		return KVS_E_INVAL;
 	*found = false;
 	kvs_status st = kvs_view_seek(v, key, key_bits, false);
+	if (!key)
+		key = no_key;
 	if (st == KVS_OK && v->winner >= 0) {
 		uint64_t bits;
 		const uint8_t *at = kvs_cursor_key(v->cur[v->winner], &bits);
