@@ -108,7 +108,8 @@ static size_t make_pool(test_rng *r, bool bit_keys, pkey *pool)
 		} else {
 			size_t len = 1 + (size_t)test_rng_below(r, 3);
 			for (size_t b = 0; b < len; b++)
-				k.bytes[b] = (uint8_t)("abcz\xff"[test_rng_below(r, 5)]);
+				k.bytes[b] =
+				    (uint8_t)("abcz\xff"[test_rng_below(r, 5)]);
 			k.bits = 8 * len;
 		}
 		pool[n++] = k;
@@ -149,13 +150,14 @@ static void make_segment(test_rng *r, stack *s, size_t i, const mode *m,
 			continue;
 		rec *x = &s->recs[i][s->counts[i]];
 		x->key = &pool[k];
-		x->kind = m->framing == KVS_FRAMING_TYPED &&
-		                  test_rng_below(r, 4) == 0
-		              ? KVS_KIND_TOMBSTONE
-		              : KVS_KIND_VALUE;
-		x->value_len = x->kind == KVS_KIND_VALUE
-		                   ? (size_t)test_rng_below(r, sizeof x->value + 1)
-		                   : 0;
+		x->kind =
+		    m->framing == KVS_FRAMING_TYPED && test_rng_below(r, 4) == 0
+		        ? KVS_KIND_TOMBSTONE
+		        : KVS_KIND_VALUE;
+		x->value_len =
+		    x->kind == KVS_KIND_VALUE
+		        ? (size_t)test_rng_below(r, sizeof x->value + 1)
+		        : 0;
 		rand_bytes(r, x->value, x->value_len);
 		x->source = i;
 		x->ordinal = s->counts[i]++;
@@ -224,8 +226,7 @@ static void expect_at(kvs_view *v, const rec *want, const char *what)
 	uint64_t bits;
 	const uint8_t *key = kvs_cursor_key(c, &bits);
 	if (ref_key_cmp(key, bits, want->key->bytes, want->key->bits) != 0)
-		FAILF("%s: another key (%" PRIu64 " bits, oracle %" PRIu64
-		      ")",
+		FAILF("%s: another key (%" PRIu64 " bits, oracle %" PRIu64 ")",
 		      what, bits, want->key->bits);
 	EXPECT_U64(kvs_view_source(v), want->source, "%s: source", what);
 	EXPECT_U64(kvs_cursor_ordinal(c), want->ordinal, "%s: ordinal", what);
@@ -271,10 +272,9 @@ static void check_seek(kvs_view *v, const rec *want, size_t n,
 		}
 	}
 	size_t at = oracle_seek(want, n, key, bits, false);
-	bool found = true, exact = at < n &&
-	                           ref_key_cmp(want[at].key->bytes,
-	                                       want[at].key->bits, key,
-	                                       bits) == 0;
+	bool found = true,
+	     exact = at < n && ref_key_cmp(want[at].key->bytes,
+	                                   want[at].key->bits, key, bits) == 0;
 	CHECK_ST(kvs_view_lookup(v, key, bits, &found), KVS_OK, "%s", what);
 	if (found != exact)
 		FAILF("%s: lookup found %d, the oracle %d", what, found, exact);
@@ -361,8 +361,8 @@ static void check_stack(test_rng *r, const stack *s)
 		check_view(r, v, s, want, n);
 		kvs_view_close(v);
 
-		g_mode = t ? "tombstones, caller's cursors"
-		           : "caller's cursors";
+		g_mode =
+		    t ? "tombstones, caller's cursors" : "caller's cursors";
 		for (size_t i = 0; i < s->n; i++)
 			CHECK_ST(kvs_cursor_open(&cur[i], s->segs[i]), KVS_OK,
 			         "cursor %zu", i);
@@ -400,8 +400,9 @@ static void run_stacks(uint64_t tag, int rounds, bool bit_keys,
 		             "round %d: %zu segments", round, s.n);
 		for (size_t i = 0; i < s.n; i++) {
 			const mode *m = &MODES[mode_of(&r, fixed)];
-			o += snprintf(g_seq_buf + o, sizeof g_seq_buf - (size_t)o,
-			              " %s", m->name);
+			o += snprintf(g_seq_buf + o,
+			              sizeof g_seq_buf - (size_t)o, " %s",
+			              m->name);
 			g_seq = g_seq_buf;
 			make_segment(&r, &s, i, m, pool, n_pool);
 		}
@@ -506,8 +507,7 @@ static void test_arguments(void **state)
 
 	/* a NULL view */
 	CHECK_ST(kvs_view_first(NULL), KVS_E_INVAL, "first(NULL)");
-	CHECK_ST(kvs_view_seek(NULL, "a", 8, false), KVS_E_INVAL,
-	         "seek(NULL)");
+	CHECK_ST(kvs_view_seek(NULL, "a", 8, false), KVS_E_INVAL, "seek(NULL)");
 	CHECK_ST(kvs_view_lookup(NULL, "a", 8, &found), KVS_E_INVAL,
 	         "lookup(NULL)");
 	CHECK_ST(kvs_view_seek_ordinal(NULL, 0), KVS_E_INVAL,
@@ -522,8 +522,7 @@ static void test_arguments(void **state)
 	/* a key pointer missing, a found pointer missing */
 	CHECK_ST(kvs_view_open(&v, segs, 1, 0), KVS_OK, "open");
 	CHECK_ST(kvs_view_seek(v, NULL, 8, false), KVS_E_INVAL, "key NULL");
-	CHECK_ST(kvs_view_lookup(v, "a", 8, NULL), KVS_E_INVAL,
-	         "found NULL");
+	CHECK_ST(kvs_view_lookup(v, "a", 8, NULL), KVS_E_INVAL, "found NULL");
 	kvs_view_close(v);
 	stack_free(&s);
 	g_seq = "";

@@ -22,78 +22,63 @@ struct kvs_view {
 	kvs_cursor *cur[]; /* one per segment */
 };
 
-/* The checks both opens make before they look at the elements of p (the
- * segments or cursors, which may be NULL when n is 0). */
-static kvs_status check_open(kvs_view **out, const void *p, size_t n,
-                             unsigned flags)
+/*
+ * The start of both opens: checks out, flags and n (p, the segments or the
+ * cursors, may be NULL only when n is 0) and makes *v, a view with room
+ * for n cursors, positioned at the end.
+ */
+static kvs_status view_new(kvs_view **out, const void *p, size_t n,
+                           unsigned flags, bool owned, kvs_view **v)
 {
+	*v = NULL;
 	if (!out)
 		return KVS_E_INVAL;
 	*out = NULL;
 	if (flags & ~KVS_VIEW_TOMBSTONES || (n && !p))
 		return KVS_E_INVAL;
-	if (n > (PTRDIFF_MAX - sizeof(kvs_view)) / sizeof(kvs_cursor *))
+	if (n > (PTRDIFF_MAX - sizeof **v) / sizeof(kvs_cursor *))
 		return KVS_E_RANGE;
+	*v = calloc(1, sizeof **v + n * sizeof(kvs_cursor *));
+	if (!*v)
+		return KVS_E_NOMEM;
+	(*v)->n = n;
+	(*v)->tombstones = flags & KVS_VIEW_TOMBSTONES;
+	(*v)->owned = owned;
+	(*v)->winner = -1;
 	return KVS_OK;
 }
 
-/* A view with room for n cursors, positioned at the end. */
-static kvs_view *view_alloc(size_t n, unsigned flags, bool owned)
+/* The end of both opens: v is the caller's, or closed on a failure. */
+static kvs_status view_done(kvs_view **out, kvs_view *v, kvs_status st)
 {
-	kvs_view *v = calloc(1, sizeof *v + n * sizeof v->cur[0]);
-
-	if (v) {
-		v->n = n;
-		v->tombstones = flags & KVS_VIEW_TOMBSTONES;
-		v->owned = owned;
-		v->winner = -1;
-	}
-	return v;
+	if (st == KVS_OK)
+		*out = v;
+	else
+		kvs_view_close(v);
+	return st;
 }
 
 kvs_status kvs_view_open(kvs_view **out, kvs_segment *const *segs, size_t n,
                          unsigned flags)
 {
-	kvs_status st = check_open(out, segs, n, flags);
 	kvs_view *v;
+	kvs_status st = view_new(out, segs, n, flags, true, &v);
 
 	for (size_t i = 0; st == KVS_OK && i < n; i++)
-		if (!segs[i])
-			st = KVS_E_INVAL;
-	if (st != KVS_OK)
-		return st;
-	v = view_alloc(n, flags, true);
-	if (!v)
-		return KVS_E_NOMEM;
-	for (size_t i = 0; i < n; i++) {
-		st = kvs_cursor_open(&v->cur[i], segs[i]);
-		if (st != KVS_OK) {
-			kvs_view_close(v);
-			return st;
-		}
-	}
-	*out = v;
-	return KVS_OK;
+		st = segs[i] ? kvs_cursor_open(&v->cur[i], segs[i])
+		             : KVS_E_INVAL;
+	return view_done(out, v, st);
 }
 
 kvs_status kvs_view_open_cursors(kvs_view **out, kvs_cursor *const *cur,
                                  size_t n, unsigned flags)
 {
-	kvs_status st = check_open(out, cur, n, flags);
 	kvs_view *v;
+	kvs_status st = view_new(out, cur, n, flags, false, &v);
 
 	for (size_t i = 0; st == KVS_OK && i < n; i++)
-		if (!cur[i])
-			st = KVS_E_INVAL;
-	if (st != KVS_OK)
-		return st;
-	v = view_alloc(n, flags, false);
-	if (!v)
-		return KVS_E_NOMEM;
-	for (size_t i = 0; i < n; i++)
-		v->cur[i] = cur[i];
-	*out = v;
-	return KVS_OK;
+		st = (v->cur[i] = cur[i]) != NULL ? KVS_OK : KVS_E_INVAL;
+	return view_done(out, v, st);
 }
 
 void kvs_view_close(kvs_view *v)
@@ -102,7 +87,8 @@ void kvs_view_close(kvs_view *v)
 		return;
 	if (v->owned)
 		for (size_t i = 0; i < v->n; i++)
-			kvs_cursor_close(v->cur[i]); /* NULL after a failed open */
+			kvs_cursor_close(
+			    v->cur[i]); /* NULL after a failed open */
 	free(v);
 }
 
@@ -147,7 +133,8 @@ static kvs_status settle(kvs_view *v)
 			uint64_t bits;
 			const uint8_t *key = kvs_cursor_key(c, &bits);
 			/* ties go to the later (newer) segment */
-			if (!min || kvs_key_compare(key, bits, min, min_bits) <= 0) {
+			if (!min ||
+			    kvs_key_compare(key, bits, min, min_bits) <= 0) {
 				min = key;
 				min_bits = bits;
 				v->winner = (ptrdiff_t)i;
