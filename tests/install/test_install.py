@@ -237,6 +237,9 @@ def main():
         for prog, words, want in [("kvseg", "kvseg me", "merge"),
                                   ("kvseg", "kvseg merge --drop",
                                    "--drop-tombstones"),
+                                  ("kvseg", "kvseg catalog db sc", "scan"),
+                                  ("kvseg", "kvseg catalog db scan --tomb",
+                                   "--tombstones"),
                                   ("segfs", "segfs -o skip", "skip_bad")]:
             path = os.path.join(compdir, prog)
             if not check(os.path.exists(path), "completion " + path):
