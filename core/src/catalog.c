@@ -57,7 +57,7 @@ static kvs_status check_name(const char *dir, const char *name,
 		return kvs_error_set(err, KVS_E_INVAL, "%s: %s is NULL", dir,
 		                     what);
 	size_t len = strnlen(name, KVS_CATALOG_MAX_NAME + 1);
-	if (!cat_name_ok(name, len))
+	if (!kvsi_cat_name_ok(name, len))
 		return kvs_error_set(
 		    err, KVS_E_INVAL,
 		    "%s: %s \"%.*s\" is not a segment file name "
@@ -89,7 +89,7 @@ static kvs_status lock_dir(const char *dir, int op, int *fd, bool *read_only,
                            kvs_error *err)
 {
 	char path[PATH_MAX];
-	kvs_status st = cat_path_in(path, dir, CAT_LOCK_FILE, err);
+	kvs_status st = kvsi_cat_path_in(path, dir, CAT_LOCK_FILE, err);
 	if (st != KVS_OK)
 		return st;
 	/* the directory first: a lock file that this process may write
@@ -222,7 +222,7 @@ static kvs_status probe_segment(const char *dir, const char *name,
                                 kvs_status missing, kvs_error *err)
 {
 	char path[PATH_MAX];
-	kvs_status st = cat_path_in(path, dir, name, err);
+	kvs_status st = kvsi_cat_path_in(path, dir, name, err);
 	if (st != KVS_OK)
 		return st;
 	kvs_segment *seg;
@@ -285,7 +285,7 @@ static kvs_status check_entry(const char *dir, const kvs_catalog_entry *want,
 		return st;
 	}
 	char path[PATH_MAX];
-	if ((st = cat_path_in(path, dir, want->name, err)) != KVS_OK)
+	if ((st = kvsi_cat_path_in(path, dir, want->name, err)) != KVS_OK)
 		return st;
 	return entry_matches(path, &got, want, err);
 }
@@ -321,23 +321,23 @@ static kvs_status new_entry(const char *dir, const char *name,
 static kvs_status first_catalog(kvs_catalog *c, kvs_error *err)
 {
 	cat_scan sc;
-	kvs_status st = cat_scan_dir(c->dir, !c->read_only, &sc, err);
+	kvs_status st = kvsi_cat_scan_dir(c->dir, !c->read_only, &sc, err);
 	if (st == KVS_OK)
-		st = cat_scan_admit(c->dir, &sc, c->flags, err);
+		st = kvsi_cat_scan_admit(c->dir, &sc, c->flags, err);
 	if (st != KVS_OK) {
-		cat_scan_free(&sc);
+		kvsi_cat_scan_free(&sc);
 		return st;
 	}
 	if (sc.nbad)
 		c->read_only = c->ro_chosen = true;
-	cat_state_free(&c->cur);
+	kvsi_cat_state_free(&c->cur);
 	c->cur = (cat_state){1, sc.count, sc.segments};
 	c->skipped = sc.bad;
 	c->nskipped = sc.nbad;
 	c->scanned = c->read_only;
 	bool renamed;
 	return c->read_only ? KVS_OK
-	                    : cat_publish(c->dir, &c->cur, &renamed, err);
+	                    : kvsi_cat_publish(c->dir, &c->cur, &renamed, err);
 }
 
 /*
@@ -349,16 +349,16 @@ static kvs_status precheck(kvs_catalog *c, kvs_error *err)
 {
 	char path[PATH_MAX];
 	struct stat sb;
-	if (cat_path_in(path, c->dir, KVS_CATALOG_FILE, NULL) != KVS_OK ||
+	if (kvsi_cat_path_in(path, c->dir, KVS_CATALOG_FILE, NULL) != KVS_OK ||
 	    lstat(path, &sb) == 0 || errno != ENOENT)
 		return KVS_OK; /* the open says what is wrong */
 	cat_scan sc;
-	if (cat_scan_dir(c->dir, false, &sc, NULL) != KVS_OK)
+	if (kvsi_cat_scan_dir(c->dir, false, &sc, NULL) != KVS_OK)
 		return KVS_OK; /* idem */
-	kvs_status st = cat_scan_admit(c->dir, &sc, c->flags, err);
+	kvs_status st = kvsi_cat_scan_admit(c->dir, &sc, c->flags, err);
 	if (st == KVS_OK && sc.nbad)
 		c->read_only = c->ro_chosen = true;
-	cat_scan_free(&sc);
+	kvsi_cat_scan_free(&sc);
 	return st;
 }
 
@@ -400,11 +400,12 @@ kvs_status kvs_catalog_open_flags(kvs_catalog **out, const char *dir,
 		st = kvs_error_set(err, KVS_E_IO, "%s: %s", dir,
 		                   strerror(errno));
 	if (st == KVS_OK)
-		st = cat_read(dir, &c->cur, &exists, err);
+		st = kvsi_cat_read(dir, &c->cur, &exists, err);
 	/* read-only: what a crash left stays (nothing can remove it, and no
 	 * reader looks at it), and a missing catalog is only scanned */
 	if (st == KVS_OK && !c->read_only)
-		st = cat_remove_leftovers(dir, exists ? &c->cur : NULL, err);
+		st = kvsi_cat_remove_leftovers(dir, exists ? &c->cur : NULL,
+		                               err);
 	if (st == KVS_OK && !exists)
 		st = first_catalog(c, err);
 	/* under the lock, so that no replace() unlinks a segment meanwhile */
@@ -430,7 +431,7 @@ kvs_status kvs_catalog_open_segment(const kvs_catalog *c, size_t i,
 		                     i);
 	const kvs_catalog_entry *e = &c->cur.entries[i];
 	char path[PATH_MAX];
-	kvs_status r = cat_path_in(path, c->dir, e->name, err);
+	kvs_status r = kvsi_cat_path_in(path, c->dir, e->name, err);
 	if (r != KVS_OK)
 		return r;
 	kvs_segment *seg;
@@ -457,7 +458,7 @@ void kvs_catalog_close(kvs_catalog *c)
 		return;
 	if (c->dfd >= 0)
 		close(c->dfd);
-	cat_state_free(&c->cur);
+	kvsi_cat_state_free(&c->cur);
 	free(c->skipped);
 	free(c->dir);
 	free(c);
@@ -468,7 +469,7 @@ static kvs_status read_existing(const kvs_catalog *c, cat_state *s,
                                 kvs_error *err)
 {
 	bool exists;
-	kvs_status st = cat_read(c->dir, s, &exists, err);
+	kvs_status st = kvsi_cat_read(c->dir, s, &exists, err);
 	if (st == KVS_OK && !exists)
 		st = kvs_error_set(err, KVS_E_CORRUPT, "%s/%s: missing", c->dir,
 		                   KVS_CATALOG_FILE);
@@ -484,16 +485,16 @@ kvs_status kvs_catalog_reload(kvs_catalog *c, kvs_error *err)
 	                         c->read_only ? &read_only : NULL, err);
 	/* a scan stands until a catalog appears */
 	if (st == KVS_OK)
-		st = c->scanned ? cat_read(c->dir, &s, &exists, err)
+		st = c->scanned ? kvsi_cat_read(c->dir, &s, &exists, err)
 		                : read_existing(c, &s, err);
 	if (st == KVS_OK && exists && !(c->flags & KVS_CATALOG_NO_CHECK))
 		st = check_entries(c->dir, &s, err);
 	unlock_dir(lock);
 	if (st != KVS_OK || !exists) {
-		cat_state_free(&s);
+		kvsi_cat_state_free(&s);
 		return st;
 	}
-	cat_state_free(&c->cur);
+	kvsi_cat_state_free(&c->cur);
 	c->cur = s;
 	c->scanned = false;
 	free(c->skipped); /* a catalog names what is live now */
@@ -553,13 +554,13 @@ const char *kvs_catalog_dir(const kvs_catalog *c)
 
 ptrdiff_t kvs_catalog_find(const kvs_catalog *c, const char *name)
 {
-	return cat_find_live(&c->cur, name);
+	return kvsi_cat_find_live(&c->cur, name);
 }
 
 /* Makes next (published) c's snapshot. */
 static void adopt(kvs_catalog *c, cat_state *next)
 {
-	cat_state_free(&c->cur);
+	kvsi_cat_state_free(&c->cur);
 	c->cur = *next;
 	next->entries = NULL;
 	next->count = 0;
@@ -632,7 +633,7 @@ kvs_status kvs_catalog_add(kvs_catalog *c, const char *name, kvs_error *err)
 		st = read_existing(c, &disk, err);
 	if (st != KVS_OK)
 		goto out;
-	if (cat_find_live(&disk, name) >= 0) {
+	if (kvsi_cat_find_live(&disk, name) >= 0) {
 		st = kvs_error_set(err, KVS_E_INVAL,
 		                   "%s/%s: already in the catalog", c->dir,
 		                   name);
@@ -662,13 +663,13 @@ kvs_status kvs_catalog_add(kvs_catalog *c, const char *name, kvs_error *err)
 	/* published even where the directory's fsync failed after the
 	 * rename: the handle moves to what readers see */
 	bool renamed = false;
-	st = cat_publish(c->dir, &next, &renamed, err);
+	st = kvsi_cat_publish(c->dir, &next, &renamed, err);
 	if (renamed)
 		adopt(c, &next);
 out:
 	unlock_dir(lock);
-	cat_state_free(&disk);
-	cat_state_free(&next);
+	kvsi_cat_state_free(&disk);
+	kvsi_cat_state_free(&next);
 	return st;
 }
 
@@ -729,7 +730,7 @@ kvs_status kvs_catalog_replace(kvs_catalog *c, uint64_t expected_generation,
 	}
 	/* inputs: live, oldest first, consecutive (which also makes them
 	 * distinct) */
-	ptrdiff_t first = cat_find_live(&disk, inputs[0]);
+	ptrdiff_t first = kvsi_cat_find_live(&disk, inputs[0]);
 	for (size_t i = 0; i < n; i++) {
 		/* where it must be, else anywhere (for the message): linear
 		 * in the inputs, however many segments are live */
@@ -739,7 +740,7 @@ kvs_status kvs_catalog_replace(kvs_catalog *c, uint64_t expected_generation,
 		    : want < disk.count &&
 		            !strcmp(disk.entries[want].name, inputs[i])
 		        ? (ptrdiff_t)want
-		        : cat_find_live(&disk, inputs[i]);
+		        : kvsi_cat_find_live(&disk, inputs[i]);
 		if (at < 0) {
 			st = kvs_error_set(err, KVS_E_INVAL,
 			                   "%s/%s: input is not a live segment "
@@ -757,7 +758,7 @@ kvs_status kvs_catalog_replace(kvs_catalog *c, uint64_t expected_generation,
 			goto out;
 		}
 	}
-	if (output && cat_find_live(&disk, output) >= 0) {
+	if (output && kvsi_cat_find_live(&disk, output) >= 0) {
 		st =
 		    kvs_error_set(err, KVS_E_INVAL,
 		                  "%s/%s: the output is already in the catalog",
@@ -791,10 +792,10 @@ kvs_status kvs_catalog_replace(kvs_catalog *c, uint64_t expected_generation,
 	size_t marked = 0;
 	while (unlink_inputs && marked < n && st == KVS_OK) {
 		char path[PATH_MAX], mark[PATH_MAX];
-		st = cat_path_in(path, c->dir, inputs[marked], err);
+		st = kvsi_cat_path_in(path, c->dir, inputs[marked], err);
 		if (st == KVS_OK)
-			st = cat_replaced_mark(mark, c->dir, inputs[marked],
-			                       err);
+			st = kvsi_cat_replaced_mark(mark, c->dir,
+			                            inputs[marked], err);
 		if (st != KVS_OK)
 			break;
 		(void)unlink(mark); /* a dead replace()'s, not yet recovered */
@@ -808,16 +809,16 @@ kvs_status kvs_catalog_replace(kvs_catalog *c, uint64_t expected_generation,
 			                   mark, strerror(errno));
 	}
 	if (st == KVS_OK && marked)
-		st = cat_fsync_dir(c->dir, err);
+		st = kvsi_cat_fsync_dir(c->dir, err);
 	bool renamed = false;
 	if (st == KVS_OK)
-		st = cat_publish(c->dir, &next, &renamed, err);
+		st = kvsi_cat_publish(c->dir, &next, &renamed, err);
 	if (st != KVS_OK && !renamed) {
 		/* nothing published: the marks mark nothing */
 		for (size_t i = 0; i < marked; i++) {
 			char mark[PATH_MAX];
-			if (cat_replaced_mark(mark, c->dir, inputs[i], NULL) ==
-			    KVS_OK)
+			if (kvsi_cat_replaced_mark(mark, c->dir, inputs[i],
+			                           NULL) == KVS_OK)
 				(void)unlink(mark);
 		}
 		goto out;
@@ -831,8 +832,9 @@ kvs_status kvs_catalog_replace(kvs_catalog *c, uint64_t expected_generation,
 	 * to retry. */
 	for (size_t i = 0; unlink_inputs && i < n; i++) {
 		char path[PATH_MAX], mark[PATH_MAX];
-		if (cat_path_in(path, c->dir, inputs[i], NULL) != KVS_OK ||
-		    cat_replaced_mark(mark, c->dir, inputs[i], NULL) != KVS_OK)
+		if (kvsi_cat_path_in(path, c->dir, inputs[i], NULL) != KVS_OK ||
+		    kvsi_cat_replaced_mark(mark, c->dir, inputs[i], NULL) !=
+		        KVS_OK)
 			continue; /* cannot happen: it was found live */
 		if (unlink(path) < 0 && errno != ENOENT) {
 			if (st == KVS_OK)
@@ -848,14 +850,14 @@ kvs_status kvs_catalog_replace(kvs_catalog *c, uint64_t expected_generation,
 	}
 	if (unlink_inputs) {
 		kvs_status st2 =
-		    cat_fsync_dir(c->dir, st == KVS_OK ? err : NULL);
+		    kvsi_cat_fsync_dir(c->dir, st == KVS_OK ? err : NULL);
 		if (st == KVS_OK)
 			st = st2;
 	}
 	adopt(c, &next);
 out:
 	unlock_dir(lock);
-	cat_state_free(&disk);
-	cat_state_free(&next);
+	kvsi_cat_state_free(&disk);
+	kvsi_cat_state_free(&next);
 	return st;
 }

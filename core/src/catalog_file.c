@@ -48,7 +48,7 @@ enum {
 	     (CAT_ENTRY_FIXED + KVS_CATALOG_MAX_NAME) +                        \
 	 CAT_TRAILER_BYTES)
 
-void cat_state_free(cat_state *s)
+void kvsi_cat_state_free(cat_state *s)
 {
 	free(s->entries);
 	s->entries = NULL;
@@ -63,7 +63,7 @@ void cat_state_free(cat_state *s)
  * '.' (dot names are temporaries, and "." and ".." are not files), and not
  * one of the catalog's own files.
  */
-bool cat_name_ok(const char *name, size_t len)
+bool kvsi_cat_name_ok(const char *name, size_t len)
 {
 	if (len == 0 || len > KVS_CATALOG_MAX_NAME || name[0] == '.')
 		return false;
@@ -80,11 +80,11 @@ bool cat_name_ok(const char *name, size_t len)
 bool kvs_catalog_name_valid(const char *name)
 {
 	return name &&
-	       cat_name_ok(name, strnlen(name, KVS_CATALOG_MAX_NAME + 1));
+	       kvsi_cat_name_ok(name, strnlen(name, KVS_CATALOG_MAX_NAME + 1));
 }
 
-kvs_status cat_path_in(char out[PATH_MAX], const char *dir, const char *name,
-                       kvs_error *err)
+kvs_status kvsi_cat_path_in(char out[PATH_MAX], const char *dir,
+                            const char *name, kvs_error *err)
 {
 	int n = snprintf(out, PATH_MAX, "%s/%s", dir, name);
 	if (n < 0 || n >= PATH_MAX)
@@ -94,12 +94,12 @@ kvs_status cat_path_in(char out[PATH_MAX], const char *dir, const char *name,
 	return KVS_OK;
 }
 
-kvs_status cat_fsync_dir(const char *dir, kvs_error *err)
+kvs_status kvsi_cat_fsync_dir(const char *dir, kvs_error *err)
 {
-	return seg_fsync_dir(dir, dir, err);
+	return kvsi_fsync_dir(dir, dir, err);
 }
 
-ptrdiff_t cat_find_live(const cat_state *s, const char *name)
+ptrdiff_t kvsi_cat_find_live(const cat_state *s, const char *name)
 {
 	for (size_t i = 0; i < s->count; i++)
 		if (strcmp(s->entries[i].name, name) == 0)
@@ -197,7 +197,7 @@ static kvs_status parse_catalog(const uint8_t *d, size_t len, const char *path,
 			         path, i, nlen);
 			goto fail;
 		}
-		if (!cat_name_ok((const char *)d + pos, nlen)) {
+		if (!kvsi_cat_name_ok((const char *)d + pos, nlen)) {
 			st = BAD("%s: entry %" PRIu32 " has an invalid segment "
 			         "name (%zu bytes)",
 			         path, i, nlen);
@@ -228,7 +228,7 @@ static kvs_status parse_catalog(const uint8_t *d, size_t len, const char *path,
 	*out = s;
 	return KVS_OK;
 fail:
-	cat_state_free(&s);
+	kvsi_cat_state_free(&s);
 	return st;
 }
 
@@ -288,11 +288,11 @@ static kvs_status read_up_to(int fd, uint8_t *buf, size_t len,
 
 /* Reads DIR/CATALOG into *out; *exists is false (and KVS_OK returned) when
  * there is no such file. */
-kvs_status cat_read(const char *dir, cat_state *out, bool *exists,
-                    kvs_error *err)
+kvs_status kvsi_cat_read(const char *dir, cat_state *out, bool *exists,
+                         kvs_error *err)
 {
 	char path[PATH_MAX];
-	kvs_status st = cat_path_in(path, dir, KVS_CATALOG_FILE, err);
+	kvs_status st = kvsi_cat_path_in(path, dir, KVS_CATALOG_FILE, err);
 	if (st != KVS_OK)
 		return st;
 	*exists = false;
@@ -357,15 +357,15 @@ out:
  * caller so: should the directory's fsync then fail, s is published all
  * the same (readers see it), and the caller must go on as published.
  */
-kvs_status cat_publish(const char *dir, const cat_state *s, bool *renamed,
-                       kvs_error *err)
+kvs_status kvsi_cat_publish(const char *dir, const cat_state *s, bool *renamed,
+                            kvs_error *err)
 {
 	*renamed = false;
 	char tmp[PATH_MAX], path[PATH_MAX];
-	kvs_status st = cat_path_in(path, dir, KVS_CATALOG_FILE, err);
+	kvs_status st = kvsi_cat_path_in(path, dir, KVS_CATALOG_FILE, err);
 	if (st != KVS_OK)
 		return st;
-	st = cat_path_in(tmp, dir, CAT_TMP_PREFIX "XXXXXX", err);
+	st = kvsi_cat_path_in(tmp, dir, CAT_TMP_PREFIX "XXXXXX", err);
 	if (st != KVS_OK)
 		return st;
 	uint8_t *d;
@@ -373,7 +373,7 @@ kvs_status cat_publish(const char *dir, const cat_state *s, bool *renamed,
 	if (encode_catalog(s, &d, &len) != KVS_OK)
 		return kvs_error_set(err, KVS_E_NOMEM, "%s: out of memory",
 		                     path);
-	int fd = seg_create_temp(tmp); /* 0644 less the umask */
+	int fd = kvsi_create_temp(tmp); /* 0644 less the umask */
 	if (fd < 0) {
 		st = kvs_error_set(err, KVS_E_IO,
 		                   "%s: cannot create a temporary file: %s",
@@ -409,5 +409,5 @@ kvs_status cat_publish(const char *dir, const cat_state *s, bool *renamed,
 		                     what, tmp, strerror(e));
 	}
 	*renamed = true;
-	return cat_fsync_dir(dir, err);
+	return kvsi_cat_fsync_dir(dir, err);
 }

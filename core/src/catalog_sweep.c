@@ -39,7 +39,7 @@ static bool writer_temporary(const char *name, const char tag[6])
 }
 
 /* What open() removes: ".CATALOG.tmp-*", the segment writer's
- * ".NAME.tmp-XXXXXX" and, with a cat_publish hook, ".NAME.pub-XXXXXX". */
+ * ".NAME.tmp-XXXXXX" and, with a kvsi_cat_publish hook, ".NAME.pub-XXXXXX". */
 bool kvs_catalog_temporary_name(const char *name)
 {
 	if (strncmp(name, CAT_TMP_PREFIX, strlen(CAT_TMP_PREFIX)) == 0)
@@ -51,7 +51,7 @@ bool kvs_catalog_temporary_name(const char *name)
 /* Is name live in s (NULL: a directory without a catalog yet)? */
 static bool names_live(const cat_state *s, const char *name)
 {
-	return s && cat_find_live(s, name) >= 0;
+	return s && kvsi_cat_find_live(s, name) >= 0;
 }
 
 /* What recovery is about: dir, the catalog's segments (NULL where there is
@@ -97,7 +97,7 @@ static kvs_status sweep_unlink(const sweep *w, int dfd, const char *name,
 }
 
 /*
- * A writer with a cat_publish hook died between giving its file the final
+ * A writer with a kvsi_cat_publish hook died between giving its file the final
  * name and removing the temporary name w->tmp (segment_writer.c,
  * publish_linked): the other names of the file (w->file's device and
  * inode) that the catalog does not name are that unpublished output.
@@ -116,12 +116,12 @@ static kvs_status remove_unpublished(sweep *w, int dfd, const char *name,
 
 /* DIR/.NAME.replaced: a second name that replace() gives an input before
  * the generation without it is published (kvs_catalog_replace). */
-kvs_status cat_replaced_mark(char out[PATH_MAX], const char *dir,
-                             const char *name, kvs_error *err)
+kvs_status kvsi_cat_replaced_mark(char out[PATH_MAX], const char *dir,
+                                  const char *name, kvs_error *err)
 {
 	char mark[KVS_CATALOG_MAX_NAME + 16];
 	snprintf(mark, sizeof mark, ".%s" CAT_REPLACED, name);
-	return cat_path_in(out, dir, mark, err);
+	return kvsi_cat_path_in(out, dir, mark, err);
 }
 
 /*
@@ -145,7 +145,8 @@ static kvs_status remove_replaced(sweep *w, int dfd, const char *mark,
 	if (nlen <= KVS_CATALOG_MAX_NAME && w->live) {
 		memcpy(name, mark + 1, nlen);
 		name[nlen] = '\0';
-		if (cat_name_ok(name, nlen) && !names_live(w->live, name) &&
+		if (kvsi_cat_name_ok(name, nlen) &&
+		    !names_live(w->live, name) &&
 		    fstatat(dfd, mark, &m, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    sb.st_dev == m.st_dev && sb.st_ino == m.st_ino) {
@@ -199,8 +200,8 @@ static kvs_status remove_leftover(sweep *w, int dfd, const char *name,
 
 /* Recovery's removals in one pass over the directory, under its lock;
  * live: the catalog's segments, or NULL where there is no catalog yet. */
-kvs_status cat_remove_leftovers(const char *dir, const cat_state *live,
-                                kvs_error *err)
+kvs_status kvsi_cat_remove_leftovers(const char *dir, const cat_state *live,
+                                     kvs_error *err)
 {
 	sweep w = {dir, live, NULL, {0}};
 	return sweep_dir(&w, remove_leftover, err);

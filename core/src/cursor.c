@@ -69,7 +69,7 @@ SEG_OUT_OF_LINE kvs_status seg_cursor_invalidate(kvs_cursor *c, kvs_status st)
  * straight-line EG decoding, and once with the segment's own codes for
  * everything else.
  */
-bool seg_fields_are_default(const seg_field *f)
+bool kvsi_fields_are_default(const seg_field *f)
 {
 	for (int i = 0; i < KVS_FIELD_COUNT; i++)
 		if (f[i].spec.kind != seg_default_fields[i].spec.kind ||

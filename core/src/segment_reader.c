@@ -129,11 +129,11 @@ static kvs_status check_envelope(kvs_segment *s, kvs_error *err)
 		}
 		if (c[3] || kvs_code_spec_check(&spec) != KVS_OK)
 			return BAD("invalid code for field %d", i);
-		seg_field_init(&s->fields[i], &spec);
+		kvsi_field_init(&s->fields[i], &spec);
 	}
 
-	s->default_codes = s->profile == KVS_PROFILE_BIT &&
-	                   seg_fields_are_default(s->fields);
+	s->default_codes =
+	    s->profile == KVS_PROFILE_BIT && kvsi_fields_are_default(s->fields);
 
 	/* the directory */
 	uint64_t prev_end = dir_end, fence_len = 0;

@@ -141,7 +141,7 @@ static kvs_status fsync_parent(const char *path, kvs_error *err)
 	if (!dir)
 		return kvs_error_set(err, KVS_E_NOMEM, "%s: out of memory",
 		                     path);
-	kvs_status st = seg_fsync_dir(dir, path, err);
+	kvs_status st = kvsi_fsync_dir(dir, path, err);
 	free(dir);
 	return st;
 }
@@ -325,9 +325,9 @@ kvs_status kvs_writer_open(kvs_writer **out, const char *path,
 	w->opt = o;
 	w->fd = -1;
 	for (int i = 0; i < KVS_FIELD_COUNT; i++)
-		seg_field_init(&w->fields[i], &o.codes[i]);
-	w->default_codes = o.profile == KVS_PROFILE_BIT &&
-	                   seg_fields_are_default(w->fields);
+		kvsi_field_init(&w->fields[i], &o.codes[i]);
+	w->default_codes =
+	    o.profile == KVS_PROFILE_BIT && kvsi_fields_are_default(w->fields);
 	kvs_bw_init(&w->bw);
 
 	size_t plen = strlen(path);
@@ -357,7 +357,7 @@ kvs_status kvs_writer_open(kvs_writer **out, const char *path,
 	}
 	size_t tmp_len = strlen(w->tmp_path);
 	for (unsigned tries = 1;; tries++) {
-		w->fd = seg_create_temp(w->tmp_path); /* 0644 less the umask */
+		w->fd = kvsi_create_temp(w->tmp_path); /* 0644 less the umask */
 		if (w->fd < 0) {
 			kvs_status st = kvs_error_set(
 			    err, KVS_E_IO,
@@ -502,8 +502,8 @@ static const char *const field_names[KVS_FIELD_COUNT] = {
     "LCP", "key length", "value length"};
 
 SEG_OUT_OF_LINE
-kvs_status seg_writer_put_field(kvs_writer *w, kvs_field f, uint64_t value,
-                                uint64_t prev, kvs_error *err)
+kvs_status kvsi_writer_put_field(kvs_writer *w, kvs_field f, uint64_t value,
+                                 uint64_t prev, kvs_error *err)
 {
 	kvs_status st = seg_field_put(&w->bw, &w->fields[f], value, prev);
 	if (st == KVS_E_RANGE) {
@@ -624,7 +624,7 @@ kvs_status seg_writer_restart(kvs_writer *w, const uint8_t *pk,
 }
 
 SEG_OUT_OF_LINE
-kvs_status seg_writer_order_error(kvs_writer *w, int cmp, kvs_error *err)
+kvs_status kvsi_writer_order_error(kvs_writer *w, int cmp, kvs_error *err)
 {
 	char detail[160];
 	unsigned long long idx = (unsigned long long)w->records;
