@@ -151,7 +151,7 @@ static kvs_status parse_catalog(const uint8_t *d, size_t len, const char *path,
 		return BAD("%s: bad magic: not a catalog", path);
 	size_t end = len - CAT_TRAILER_BYTES;
 	uint32_t stored = kvs_load_le32(d + end);
-	uint32_t crc = kvs_crc32c(0, d, end);
+	uint32_t crc = kvsi_crc32c(0, d, end);
 	if (crc != stored)
 		return BAD("%s: CRC32C mismatch (stored 0x%08" PRIx32
 		           ", computed 0x%08" PRIx32 ")",
@@ -259,7 +259,7 @@ static kvs_status encode_catalog(const cat_state *s, uint8_t **out,
 		kvs_store_le32(d + pos + 16, e->header_crc);
 		pos += CAT_ENTRY_FIXED - 2;
 	}
-	kvs_store_le32(d + pos, kvs_crc32c(0, d, pos));
+	kvs_store_le32(d + pos, kvsi_crc32c(0, d, pos));
 	*out = d;
 	*out_len = len;
 	return KVS_OK;

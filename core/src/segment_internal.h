@@ -318,7 +318,7 @@ struct kvs_segment {
 
 	const uint8_t *stream; /* the record stream section */
 	uint64_t stream_len;   /* its bytes */
-	kvs_ef restarts;       /* stream offsets (bytes or bits) */
+	kvsi_ef restarts;      /* stream offsets (bytes or bits) */
 	uint64_t restart_count;
 	uint64_t ef_len;
 	const uint8_t *meta; /* sort metadata, NULL if absent */

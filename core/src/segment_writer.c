@@ -280,7 +280,7 @@ static kvs_status write_all(kvs_writer *w, const void *data, size_t len,
 {
 	struct iovec v = {(void *)data, len};
 	reserve_ahead(w, len);
-	w->body_crc = kvs_crc32c(w->body_crc, data, len);
+	w->body_crc = kvsi_crc32c(w->body_crc, data, len);
 	if (pwrite_vec(w->fd, &v, 1, STREAM_START + w->flushed) < 0)
 		return io_fail(w, err, "write");
 	return KVS_OK;
@@ -781,7 +781,7 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	if (w->restarts_len)
 		max = w->restarts[w->restarts_len - 1];
 	size_t ef_len;
-	st = kvs_ef_size(w->restarts_len, max, &ef_len);
+	st = kvsi_ef_size(w->restarts_len, max, &ef_len);
 	if (st != KVS_OK)
 		return seg_writer_fail(w, err, st, "%s: %s", kvs_strerror(st));
 	uint64_t fb = w->records ? w->first_bits : 0;
@@ -796,8 +796,8 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	    tail_len <= SIZE_MAX ? calloc(1, (size_t)tail_len) : NULL;
 	if (!tail)
 		return seg_writer_fail(w, err, KVS_E_NOMEM, "%s: %s", "out of memory");
-	st = kvs_ef_build(w->restarts, w->restarts_len,
-	                  tail + (ef_off - tail_off), ef_len);
+	st = kvsi_ef_build(w->restarts, w->restarts_len,
+	                   tail + (ef_off - tail_off), ef_len);
 	if (st != KVS_OK) {
 		free(tail);
 		return seg_writer_fail(w, err, st, "%s: %s", kvs_strerror(st));
@@ -812,8 +812,8 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 		       seg_key_bytes(lb));
 	build_fences(w, tail + (fence_off - tail_off));
 	if (pend_len)
-		w->body_crc = kvs_crc32c(w->body_crc, pend, pend_len);
-	w->body_crc = kvs_crc32c(w->body_crc, tail, (size_t)tail_len);
+		w->body_crc = kvsi_crc32c(w->body_crc, pend, pend_len);
+	w->body_crc = kvsi_crc32c(w->body_crc, tail, (size_t)tail_len);
 	uint64_t file_len = fence_off + fence_len;
 
 	/* the envelope and the directory */
@@ -846,8 +846,8 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	put_dirent(dir + 3 * SEG_DIRENT_BYTES, SEC_FENCES, false, fence_off,
 	           fence_len);
 	kvs_store_le32(head + HDR_BODY_CRC, w->body_crc);
-	uint32_t hcrc = kvs_crc32c(0, head, HDR_HEADER_CRC);
-	hcrc = kvs_crc32c(hcrc, dir, SEG_DIRENT_BYTES * SECTION_COUNT);
+	uint32_t hcrc = kvsi_crc32c(0, head, HDR_HEADER_CRC);
+	hcrc = kvsi_crc32c(hcrc, dir, SEG_DIRENT_BYTES * SECTION_COUNT);
 	kvs_store_le32(head + HDR_HEADER_CRC, hcrc);
 
 	st = write_last(w, head, pend, pend_len, tail, (size_t)tail_len, err);
