@@ -1,37 +1,27 @@
 /*
- * segfs.c — the FUSE daemon: a directory of segments as a tree of keys
- * (docs/USAGE.md, "segfs").
+ * namespace.c — the tree segfs shows (namespace.h): directories of keys
+ * over a scope (a segment, or view/'s stack of them), names to keys and
+ * back (names.c), -o sep's directories of key prefixes, listing offsets,
+ * attributes, file bytes and extended attributes.
  *
- *   /segments/NAME/KEY   every live segment, oldest first in the catalog
- *   /view/KEY            the composed view: each key's newest binding
- *   /control/catalog     the live segments, their generation and modes
- *   /control/merge       write a request to merge segments
- *   /control/status      every job since mount, one JSON line each
- *   /control/wait/ID     reading it waits for job ID to end
- *
- * A thin layer of FUSE low-level operations over libkvseg: every lookup,
- * attribute, listing and read goes through a cursor over the mapped
- * segments, and nothing is unpacked. Inode numbers carry what they name
- * (a segment slot and a record ordinal, a snapshot), so the daemon keeps
- * no per-key state: memory is flat in the number of keys. Only the
- * directories that -o sep makes out of key prefixes live in a table, and
- * only while the kernel holds them. The live state (slots, snapshots) is
- * in state.c, the control files in control.c, main() in main.c.
+ * Every lookup, attribute, listing and read goes through a cursor over
+ * the mapped segments, and nothing is unpacked. Inode numbers carry what
+ * they name (ino.h), so the daemon keeps no per-key state: memory is flat
+ * in the number of keys. Only the directories that -o sep makes out of
+ * key prefixes live in a table (state.c), and only while the kernel holds
+ * them. Answers are plain C; the FUSE layer (fuse_ops.c) replies.
  */
-#include "segfs.h"
-#include "guard.h"
+#include "namespace.h"
+#include "control.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/statvfs.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "log.h"
 #include "names.h"
@@ -41,11 +31,11 @@
  * position (slot and ordinal) of its first record. */
 #define OFF_ENTRIES 4
 
-/* ---- references the kernel holds ---------------------------------------------
+/* ---- references the kernel holds --------------------------------------------
  * Every entry the kernel is given (lookup, readdirplus) holds what its
  * inode names until the kernel forgets it. */
 
-static void ino_ref(fuse_ino_t ino, uint64_t n, bool up)
+static void ino_ref(uint64_t ino, uint64_t n, bool up)
 {
 	uint64_t low = ino_low(ino);
 	switch (ino_kind(ino)) {
@@ -75,7 +65,7 @@ static void ino_ref(fuse_ino_t ino, uint64_t n, bool up)
 	}
 }
 
-/* ---- scopes ------------------------------------------------------------------------ */
+/* ---- scopes -------------------------------------------------------------- */
 
 /* A directory of keys: a scope (a slot or view/) and a key prefix. */
 typedef struct dirref {
@@ -121,7 +111,7 @@ static void dir_release(dirref *d)
 
 /* Resolves ino to a directory of keys; ENOTDIR or ENOENT otherwise. On
  * success the caller calls dir_release. */
-static int dir_resolve(fuse_ino_t ino, dirref *d)
+static int dir_resolve(uint64_t ino, dirref *d)
 {
 	d->prefix = NULL;
 	d->plen = 0;
@@ -167,15 +157,15 @@ static uint32_t scope_id(const dirref *d, size_t i)
  * arises, naming the segment, what the request was and the reason (log.h;
  * at most LOG_BURST a minute per segment, so that a reader looping over
  * a damaged segment cannot flood the log). The request is noted by the
- * operations that read segments (req_note). */
+ * operations that read segments (ns_request). */
 
 static _Thread_local struct {
 	const char *op;   /* "lookup", "read", ... */
-	fuse_ino_t ino;   /* its inode; a lookup's: the directory */
+	uint64_t ino;   /* its inode; a lookup's: the directory */
 	const char *name; /* a lookup's name, else NULL */
 } req_now;
 
-static void req_note(const char *op, fuse_ino_t ino, const char *name)
+void ns_request(const char *op, uint64_t ino, const char *name)
 {
 	req_now.op = op;
 	req_now.ino = ino;
@@ -183,7 +173,7 @@ static void req_note(const char *op, fuse_ino_t ino, const char *name)
 }
 
 /* The inode of the request, for a message. */
-static void describe_ino(char *out, size_t cap, fuse_ino_t ino)
+static void describe_ino(char *out, size_t cap, uint64_t ino)
 {
 	uint64_t low = ino_low(ino);
 	const slot *s;
@@ -415,11 +405,11 @@ static int scope_has_prefix(const dirref *d, const uint8_t *p, size_t plen,
 	return scope_fail(d, st, "seeking a key prefix");
 }
 
-/* ---- attributes -------------------------------------------------------------------- */
+/* ---- attributes ---------------------------------------------------------- */
 
 /* A directory with the read bits `read` (and search where it can be
  * read), owner and times from `from`. */
-static void dir_stat(struct stat *st, fuse_ino_t ino, const struct stat *from,
+static void dir_stat(struct stat *st, uint64_t ino, const struct stat *from,
                      nlink_t nlink, mode_t read)
 {
 	memset(st, 0, sizeof *st);
@@ -433,7 +423,7 @@ static void dir_stat(struct stat *st, fuse_ino_t ino, const struct stat *from,
 	st->st_blksize = 4096;
 }
 
-static void file_stat(struct stat *st, fuse_ino_t ino, const struct stat *from,
+static void file_stat(struct stat *st, uint64_t ino, const struct stat *from,
                       uint64_t size, mode_t mode)
 {
 	memset(st, 0, sizeof *st);
@@ -487,7 +477,7 @@ static int key_at(uint64_t id, uint64_t ord, kvs_cursor **out)
 }
 
 /* Attributes of the key file ino, whose cursor is left in *cur. */
-static int key_attr(fuse_ino_t ino, struct stat *st, kvs_cursor **cur)
+static int key_attr(uint64_t ino, struct stat *st, kvs_cursor **cur)
 {
 	uint64_t low = ino_low(ino);
 	kvs_cursor *c = NULL;
@@ -500,39 +490,7 @@ static int key_attr(fuse_ino_t ino, struct stat *st, kvs_cursor **cur)
 		*cur = c;
 	return 0;
 }
-
-/* This thread's cursor on key file ino, or NULL after replying with the
- * error. */
-static kvs_cursor *key_cursor(fuse_req_t req, fuse_ino_t ino)
-{
-	struct stat st;
-	kvs_cursor *c = NULL;
-	int err = key_attr(ino, &st, &c);
-	if (err)
-		fuse_reply_err(req, err);
-	return err ? NULL : c;
-}
-
-/* How long the kernel may keep an inode's attributes: what never changes
- * for ever (the timeout), the control files never. */
-static double attr_timeout(fuse_ino_t ino)
-{
-	if (ino_kind(ino) == K_MERGE || ino_kind(ino) == K_WAIT)
-		return 0;
-	return S.timeout;
-}
-
-/* How long the kernel may keep a name: for ever (the timeout), but for
- * control/status, whose every lookup takes a new text (lookup_control),
- * and control/wait/ID (lookup_wait). A listing with attributes must not
- * make the kernel keep its text. */
-static double entry_timeout(fuse_ino_t ino)
-{
-	enum ino_kind k = ino_kind(ino);
-	return k == K_STATUS || k == K_WAIT || k == K_MERGE ? 0 : S.timeout;
-}
-
-static int do_getattr(fuse_ino_t ino, struct stat *st)
+int ns_getattr(uint64_t ino, struct stat *st)
 {
 	uint64_t low = ino_low(ino);
 	switch (ino_kind(ino)) {
@@ -607,50 +565,8 @@ static int do_getattr(fuse_ino_t ino, struct stat *st)
 		return ENOENT;
 	}
 }
-
-/* ---- lookups ------------------------------------------------------------------------ */
-
-/* keep: the kernel may cache the entry (not under a stale view/, see
- * scope_stale) */
-static void reply_entry_stat(fuse_req_t req, const struct stat *st, bool keep)
-{
-	struct fuse_entry_param e;
-	memset(&e, 0, sizeof e);
-	e.ino = st->st_ino;
-	e.attr = *st;
-	e.attr_timeout = attr_timeout(e.ino);
-	e.entry_timeout = keep ? entry_timeout(e.ino) : 0;
-	ino_ref(e.ino, 1, true);
-	if (fuse_reply_entry(req, &e) != 0)
-		ino_ref(e.ino, 1, false);
-}
-
-/* A cached negative lookup (not in control/, where names come and go). */
-static void reply_negative(fuse_req_t req, double timeout)
-{
-	struct fuse_entry_param e;
-	memset(&e, 0, sizeof e);
-	e.entry_timeout = timeout;
-	fuse_reply_entry(req, &e);
-}
-
-static void reply_ino_keep(fuse_req_t req, fuse_ino_t ino, bool keep)
-{
-	struct stat st;
-	int err = do_getattr(ino, &st);
-	if (err)
-		fuse_reply_err(req, err);
-	else
-		reply_entry_stat(req, &st, keep);
-}
-
-static void reply_ino(fuse_req_t req, fuse_ino_t ino)
-{
-	reply_ino_keep(req, ino, true);
-}
-
 /* The key file (slot, ord) as an entry of the directory. */
-static fuse_ino_t key_ino(const dirref *d, uint32_t s, uint64_t ord)
+static uint64_t key_ino(const dirref *d, uint32_t s, uint64_t ord)
 {
 	return make_ino(d->sc.view ? K_VIEWKEY : K_SEGKEY, make_pos(s, ord));
 }
@@ -658,7 +574,7 @@ static fuse_ino_t key_ino(const dirref *d, uint32_t s, uint64_t ord)
 /* Finds the entry called name (len bytes) in directory d: a key file
  * (*ino of a key) or, with -o sep, a directory (*dir_prefix set, owned). */
 static int dir_find(const dirref *d, const char *name, size_t len,
-                    fuse_ino_t *ino, uint8_t **dir_prefix, size_t *dir_plen)
+                    uint64_t *ino, uint8_t **dir_prefix, size_t *dir_plen)
 {
 	*ino = 0;
 	*dir_prefix = NULL;
@@ -757,41 +673,42 @@ out:
 	free(key);
 	return err;
 }
+/* ---- lookups ------------------------------------------------------------ */
 
-static void lookup_control(fuse_req_t req, const char *name)
+/* The entry of inode ino, counted as the kernel's lookup count is. */
+static int entry_of(uint64_t ino, ns_entry *e)
+{
+	int err = ns_getattr(ino, &e->st);
+	if (err)
+		return err;
+	e->ino = ino;
+	ino_ref(ino, 1, true);
+	return 0;
+}
+
+static int lookup_control(const char *name, ns_entry *e)
 {
 	if (!strcmp(name, "catalog")) {
 		snap *cur = snap_current();
-		reply_ino(req, make_ino(K_CATALOG, cur->id));
+		int err = entry_of(make_ino(K_CATALOG, cur->id), e);
 		snap_unref(cur, 1);
-	} else if (!strcmp(name, "merge")) {
+		return err;
+	}
+	if (!strcmp(name, "merge")) {
 		/* a file of its own for each lookup: the entry is not cached */
 		uint64_t id = control_file_take();
-		if (!id)
-			fuse_reply_err(req, ENOMEM);
-		else
-			reply_ino(req, make_ino(K_MERGE, id));
-	} else if (!strcmp(name, "status")) {
+		return id ? entry_of(make_ino(K_MERGE, id), e) : ENOMEM;
+	}
+	if (!strcmp(name, "status")) {
 		/* a new text each time: the entry is not cached */
 		uint64_t id = control_status_take();
-		struct stat st;
-		if (!id || do_getattr(make_ino(K_STATUS, id), &st) != 0) {
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
-		struct fuse_entry_param e;
-		memset(&e, 0, sizeof e);
-		e.ino = st.st_ino;
-		e.attr = st;
-		e.attr_timeout = S.timeout;
-		ino_ref(e.ino, 1, true);
-		if (fuse_reply_entry(req, &e) != 0)
-			ino_ref(e.ino, 1, false);
-	} else if (!strcmp(name, "wait")) {
-		reply_ino(req, INO_WAITDIR);
-	} else {
-		reply_negative(req, S.timeout);
+		if (!id || entry_of(make_ino(K_STATUS, id), e) != 0)
+			return ENOMEM;
+		return 0;
 	}
+	if (!strcmp(name, "wait"))
+		return entry_of(INO_WAITDIR, e);
+	return 0;
 }
 
 /*
@@ -800,9 +717,9 @@ static void lookup_control(fuse_req_t req, const char *name)
  * lookup of the name, a stat) changes its attributes while it waits. Until
  * the job has ended its size is 4096; its attributes are never cached. A
  * reader waits in one of two places:
- * - a getattr with the open file (segfs_getattr), which the kernel sends
- *   before it reads past the size it knows: it ends with the final line's
- *   length, and any signal interrupts it (EINTR).
+ * - a getattr with the open file (fuse_ops.c, control_wait_attr), which
+ *   the kernel sends before it reads past the size it knows: it ends with
+ *   the final line's length, and any signal interrupts it (EINTR).
  *   A getattr without the file (stat, fstat) is answered at once; should
  *   one of the reader's own inode be answered while it waits, the kernel
  *   drops the size the waiting reply brings, keeps 4096 and reads the
@@ -817,7 +734,7 @@ static void lookup_control(fuse_req_t req, const char *name)
  */
 static atomic_uint_fast64_t wait_serial;
 
-static void lookup_wait(fuse_req_t req, const char *name)
+static int lookup_wait(const char *name, ns_entry *e)
 {
 	char *end;
 	errno = 0;
@@ -825,166 +742,127 @@ static void lookup_wait(fuse_req_t req, const char *name)
 	char canon[32];
 	snprintf(canon, sizeof canon, "%llu", id);
 	if (errno || *end || strcmp(canon, name) != 0 || id > ORD_MASK ||
-	    !control_job_exists(id)) {
-		reply_negative(req, 0);
-		return;
-	}
-	reply_ino(req, wait_ino(id, atomic_fetch_add(&wait_serial, 1)));
+	    !control_job_exists(id))
+		return 0;
+	return entry_of(wait_ino(id, atomic_fetch_add(&wait_serial, 1)), e);
 }
 
-static GUARDED_FN void segfs_lookup(fuse_req_t req, fuse_ino_t parent,
-                                     const char *name)
+int ns_lookup(uint64_t parent, const char *name, ns_entry *e)
 {
+	memset(e, 0, sizeof *e);
+	e->cache = true;
 	size_t len = strlen(name);
-	if (len > SEGFS_NAME_MAX) {
-		fuse_reply_err(req, ENAMETOOLONG);
-		return;
-	}
+	if (len > SEGFS_NAME_MAX)
+		return ENAMETOOLONG;
 	switch (parent) {
 	case INO_ROOT:
-		if (!strcmp(name, "segments")) {
-			reply_ino(req, INO_SEGMENTS);
-		} else if (!strcmp(name, "view")) {
-			reply_ino(req, view_ino());
-		} else if (!strcmp(name, "control")) {
-			reply_ino(req, INO_CONTROL);
-		} else {
-			reply_negative(req, S.timeout);
-		}
-		return;
+		if (!strcmp(name, "segments"))
+			return entry_of(INO_SEGMENTS, e);
+		if (!strcmp(name, "view"))
+			return entry_of(view_ino(), e);
+		if (!strcmp(name, "control"))
+			return entry_of(INO_CONTROL, e);
+		return 0;
 	case INO_SEGMENTS: {
 		snap *cur = snap_current();
-		fuse_ino_t ino = 0;
+		uint64_t ino = 0;
 		for (size_t i = 0; i < cur->n && !ino; i++)
 			if (!strcmp(slot_get(cur->live[i])->name, name))
 				ino = make_ino(K_SEGDIR, cur->live[i]);
-		if (ino)
-			reply_ino(req, ino);
-		else /* segfs invalidates it when the catalog changes */
-			reply_negative(req, S.timeout);
+		/* a miss is cached: segfs invalidates it when the catalog
+		 * changes */
+		int err = ino ? entry_of(ino, e) : 0;
 		snap_unref(cur, 1);
-		return;
+		return err;
 	}
 	case INO_CONTROL:
-		lookup_control(req, name);
-		return;
+		return lookup_control(name, e);
 	case INO_WAITDIR:
-		lookup_wait(req, name);
-		return;
+		e->cache = false;
+		return lookup_wait(name, e);
 	default:
 		break;
 	}
 	dirref d;
 	int err = dir_resolve(parent, &d);
-	if (err) {
-		fuse_reply_err(req, err);
-		return;
-	}
-	fuse_ino_t ino;
+	if (err)
+		return err;
+	uint64_t ino;
 	uint8_t *dp;
 	size_t dplen = 0;
 	err = dir_find(&d, name, len, &ino, &dp, &dplen);
-	bool keep = !scope_stale(&d);
+	e->cache = !scope_stale(&d);
 	if (!err && dp) {
-		struct stat st;
-		fuse_ino_t dino = ptab_ref(d.sc, dp, dplen);
+		uint64_t dino = ptab_ref(d.sc, dp, dplen); /* counted */
 		free(dp);
 		if (!dino) {
 			err = ENOMEM;
 		} else {
-			struct fuse_entry_param e;
-			memset(&e, 0, sizeof e);
-			dir_stat(&st, dino, scope_times(&d), 2,
+			e->ino = dino;
+			dir_stat(&e->st, dino, scope_times(&d), 2,
 			         scope_read(&d));
-			e.ino = dino;
-			e.attr = st;
-			e.attr_timeout = S.timeout;
-			e.entry_timeout = keep ? S.timeout : 0;
-			if (fuse_reply_entry(req, &e) != 0)
-				ptab_forget(ino_low(dino), 1);
 		}
 	} else if (!err && ino) {
-		reply_ino_keep(req, ino, keep);
-		if (keep)
-			retire_note_entry(parent, name);
-		else
-			retire_drop_entry_later(parent, name);
-	} else if (!err) {
-		reply_negative(req, keep ? S.timeout : 0);
+		e->key = true;
+		err = entry_of(ino, e);
 	}
-	if (err)
-		fuse_reply_err(req, err);
 	dir_release(&d);
+	return err;
 }
 
-static void segfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
-{
-	ino_ref(ino, nlookup, false);
-	fuse_reply_none(req);
-}
-
-static void segfs_forget_multi(fuse_req_t req, size_t count,
-                               struct fuse_forget_data *forgets)
-{
-	for (size_t i = 0; i < count; i++)
-		ino_ref(forgets[i].ino, forgets[i].nlookup, false);
-	fuse_reply_none(req);
-}
+void ns_forget(uint64_t ino, uint64_t n) { ino_ref(ino, n, false); }
 
 void wait_stat(struct stat *st, uint64_t ino, uint64_t size)
 {
 	file_stat(st, ino, &S.dir_st, size, 0444);
 }
 
-static GUARDED_FN void
-segfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+bool ns_writable(uint64_t ino) { return ino_kind(ino) == K_MERGE; }
+
+int ns_write(uint64_t ino, const char *buf, size_t size, off_t off)
 {
-	/* with the open file (the kernel before it reads past the size it
-	 * knows): wait for the job (lookup_wait) */
-	if (fi && ino_kind(ino) == K_WAIT) {
-		control_wait_attr(req, wait_job(ino), ino);
-		return;
-	}
-	struct stat st;
-	int err = do_getattr(ino, &st);
-	if (err)
-		fuse_reply_err(req, err);
-	else
-		fuse_reply_attr(req, &st, attr_timeout(ino));
+	if (!ns_writable(ino) || off < 0)
+		return off < 0 ? EINVAL : EROFS;
+	return control_file_write(ino_low(ino), buf, size, off);
 }
 
-static void segfs_open(fuse_req_t req, fuse_ino_t ino,
-                       struct fuse_file_info *fi)
+void ns_truncate(uint64_t ino)
 {
-	bool write = (fi->flags & O_ACCMODE) != O_RDONLY ||
-	             (fi->flags & O_TRUNC);
-	if (write && ino_kind(ino) != K_MERGE) {
-		fuse_reply_err(req, EROFS);
-		return;
-	}
-	/* Nothing to open: the kernel then stops sending open and release
-	 * (no-open support) and keeps the page cache of these immutable
-	 * files across opens. */
-	fuse_reply_err(req, ENOSYS);
+	if (ns_writable(ino))
+		control_file_truncate(ino_low(ino));
 }
 
-static void reply_slice(fuse_req_t req, const char *text, size_t len,
+/* ---- reads --------------------------------------------------------------- */
+
+void ns_bytes_free(ns_bytes *b)
+{
+	free(b->owned);
+	b->owned = NULL;
+}
+
+/* size bytes of text[0 .. len) at off, as a read sees them. */
+static void bytes_slice(ns_bytes *out, const char *text, size_t len,
                         size_t size, off_t off)
 {
 	size_t o = (uint64_t)off < len ? (size_t)off : len;
-	size_t n = len - o < size ? len - o : size;
-	fuse_reply_buf(req, text + o, n);
+	out->p = text + o;
+	out->len = len - o < size ? len - o : size;
 }
 
-static GUARDED_FN void
-segfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-           struct fuse_file_info *fi)
+/* This thread's cursor on key file ino. */
+static int key_cursor(uint64_t ino, kvs_cursor **c)
 {
-	(void)fi;
-	if (off < 0) {
-		fuse_reply_err(req, EINVAL);
-		return;
-	}
+	struct stat st;
+	return key_attr(ino, &st, c);
+}
+
+int ns_read(uint64_t ino, size_t size, off_t off, ns_bytes *out)
+{
+	out->p = NULL;
+	out->len = 0;
+	out->owned = NULL;
+	if (off < 0)
+		return EINVAL;
 	switch (ino_kind(ino)) {
 	case K_SEGKEY:
 	case K_VIEWKEY:
@@ -992,98 +870,58 @@ segfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	case K_CATALOG: {
 		snap *sn = snap_get(ino_low(ino));
 		if (!sn)
-			fuse_reply_err(req, ENOENT);
-		else
-			reply_slice(req, sn->catalog, sn->catalog_len, size, off);
-		return;
+			return ENOENT;
+		bytes_slice(out, sn->catalog, sn->catalog_len, size, off);
+		return 0;
 	}
 	case K_WAIT:
-		control_wait(req, wait_job(ino), size, off);
-		return;
+		return EAGAIN; /* control_wait */
 	case K_STATUS: {
 		size_t len;
 		struct timespec t;
 		char *text = control_status_get(ino_low(ino), &len, &t);
 		if (!text)
-			fuse_reply_err(req, ENOENT);
-		else
-			reply_slice(req, text, len, size, off);
-		free(text);
-		return;
+			return ENOENT;
+		out->owned = text;
+		bytes_slice(out, text, len, size, off);
+		return 0;
 	}
 	case K_MERGE: {
 		size_t n;
 		char *text = control_file_read(ino_low(ino), size, off, &n);
 		if (!text)
-			fuse_reply_err(req, ENOMEM);
-		else
-			fuse_reply_buf(req, text, n);
-		free(text);
-		return;
+			return ENOMEM;
+		out->owned = text;
+		out->p = text;
+		out->len = n;
+		return 0;
 	}
 	case K_FIXED:
-		fuse_reply_err(req, EISDIR);
-		return;
 	case K_SEGDIR:
 	case K_PREFIX:
 	case K_VIEWDIR:
-		fuse_reply_err(req, EISDIR);
-		return;
+		return EISDIR;
 	default:
-		fuse_reply_err(req, ENOENT);
-		return;
+		return ENOENT;
 	}
-	kvs_cursor *c = key_cursor(req, ino);
-	if (!c)
-		return;
+	kvs_cursor *c;
+	int err = key_cursor(ino, &c);
+	if (err)
+		return err;
 	const uint8_t *value;
 	size_t len;
 	kvs_status ks = kvs_cursor_value(c, &value, &len);
-	if (ks != KVS_OK) {
-		fuse_reply_err(req, kvs_fail(slot_get(ino_low(ino) >> ORD_BITS),
-		                             ks, "decoding its value"));
-		return;
-	}
-	reply_slice(req, (const char *)value, len, size, off);
+	if (ks != KVS_OK)
+		return kvs_fail(slot_get(ino_low(ino) >> ORD_BITS), ks,
+		                "decoding its value");
+	bytes_slice(out, (const char *)value, len, size, off);
+	return 0;
 }
 
-static void segfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
-                        size_t size, off_t off, struct fuse_file_info *fi)
-{
-	(void)fi;
-	if (ino_kind(ino) != K_MERGE || off < 0) {
-		fuse_reply_err(req, off < 0 ? EINVAL : EROFS);
-		return;
-	}
-	int err = control_file_write(ino_low(ino), buf, size, off);
-	if (err)
-		fuse_reply_err(req, err);
-	else
-		fuse_reply_write(req, size);
-}
 
-static void segfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-                          int to_set, struct fuse_file_info *fi)
-{
-	(void)attr, (void)fi;
-	/* `> control/merge` truncates first: the jobs' numbers go */
-	if (ino_kind(ino) == K_MERGE && !(to_set & ~(FUSE_SET_ATTR_SIZE |
-	                                     FUSE_SET_ATTR_MTIME |
-	                                     FUSE_SET_ATTR_MTIME_NOW |
-	                                     FUSE_SET_ATTR_CTIME))) {
-		if (to_set & FUSE_SET_ATTR_SIZE)
-			control_file_truncate(ino_low(ino));
-		struct stat st;
-		do_getattr(ino, &st);
-		fuse_reply_attr(req, &st, 0);
-		return;
-	}
-	fuse_reply_err(req, EROFS);
-}
+/* ---- listings ------------------------------------------------------------ */
 
-/* ---- listings ------------------------------------------------------------- */
-
-typedef struct dirh {
+struct ns_dir {
 	dirref d;
 	vcursor vc;
 	off_t next_off; /* the offset the cursor's position continues, or -1 */
@@ -1096,18 +934,18 @@ typedef struct dirh {
 	bool has_last;
 	int err; /* an error after entries were replied: the next reply */
 	bool closed; /* vc closed: a segment of the scope died (ESTALE) */
-} dirh;
+};
 
 /* Is key above the handle's last one (or is there none)? Not, in a
  * listing, only where data is damaged. */
-static bool dir_above_last(const dirh *h, const uint8_t *key, uint64_t bits)
+static bool dir_above_last(const ns_dir *h, const uint8_t *key, uint64_t bits)
 {
 	return !h->has_last ||
 	       kvs_key_compare(key, bits, h->last, h->last_bits) > 0;
 }
 
 /* Takes key as the handle's last one: 0 or ENOMEM. */
-static int dir_set_last(dirh *h, const uint8_t *key, uint64_t bits)
+static int dir_set_last(ns_dir *h, const uint8_t *key, uint64_t bits)
 {
 	size_t n = (size_t)((bits + 7) / 8);
 	if (n > h->last_cap) {
@@ -1124,65 +962,45 @@ static int dir_set_last(dirh *h, const uint8_t *key, uint64_t bits)
 	return 0;
 }
 
-static void segfs_opendir(fuse_req_t req, fuse_ino_t ino,
-                          struct fuse_file_info *fi)
+int ns_opendir(uint64_t ino, ns_dir **out)
 {
-	fi->fh = 0;
-	if (ino_kind(ino) == K_MERGE || ino_kind(ino) == K_STATUS) {
-		fuse_reply_err(req, ENOTDIR);
-		return;
-	}
-	if (ino_kind(ino) == K_FIXED) {
-		/* the catalog's changes invalidate these (state.c) */
-		fi->cache_readdir = ino != INO_WAITDIR;
-		fi->keep_cache = ino != INO_WAITDIR;
-		fuse_reply_open(req, fi);
-		return;
-	}
-	dirh *h = calloc(1, sizeof *h);
-	if (!h) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	req_note("opendir", ino, NULL);
+	*out = NULL;
+	if (ino_kind(ino) == K_MERGE || ino_kind(ino) == K_STATUS)
+		return ENOTDIR;
+	if (ino_kind(ino) == K_FIXED)
+		return 0;
+	ns_dir *h = calloc(1, sizeof *h);
+	if (!h)
+		return ENOMEM;
 	int err = dir_resolve(ino, &h->d);
 	if (!err && (err = scope_open(&h->d, &h->vc)) != 0)
 		dir_release(&h->d);
 	if (err) {
 		free(h);
-		fuse_reply_err(req, err);
-		return;
+		return err;
 	}
 	/* the listing holds its snapshot (dir_resolve's count) or its
 	 * segment until it is closed */
 	if (!h->d.sc.view)
 		slot_ref(slot_get(h->d.sc.id), 1);
 	h->next_off = -1;
-	fi->fh = (uint64_t)(uintptr_t)h;
-	/* Segments never change, and view/ changes only with the catalog,
-	 * which then invalidates it (state.c): let the kernel cache
-	 * listings. */
-	fi->cache_readdir = 1;
-	fi->keep_cache = 1;
-	fuse_reply_open(req, fi);
+	*out = h;
+	return 0;
 }
 
-static void segfs_releasedir(fuse_req_t req, fuse_ino_t ino,
-                             struct fuse_file_info *fi)
+void ns_closedir(ns_dir *h)
 {
-	(void)ino;
-	dirh *h = (dirh *)(uintptr_t)fi->fh;
-	if (h) {
-		if (!h->closed)
-			vc_close(&h->vc);
-		free(h->last);
-		if (!h->d.sc.view)
-			slot_unref(slot_get(h->d.sc.id), 1);
-		dir_release(&h->d);
-		free(h);
-	}
-	fuse_reply_err(req, 0);
+	if (!h)
+		return;
+	if (!h->closed)
+		vc_close(&h->vc);
+	free(h->last);
+	if (!h->d.sc.view)
+		slot_unref(slot_get(h->d.sc.id), 1);
+	dir_release(&h->d);
+	free(h);
 }
+
 
 /* The smallest key greater than every key that starts with p[0 .. n):
  * the prefix with its last byte below 0xFF raised by one; false when
@@ -1198,7 +1016,7 @@ static bool prefix_successor(uint8_t *p, size_t *n)
 }
 
 /* Positions the handle's cursor on the first entry after offset off. */
-static int dir_position(dirh *h, off_t off)
+static int dir_position(ns_dir *h, off_t off)
 {
 	dirref *d = &h->d;
 	kvs_status st;
@@ -1246,45 +1064,47 @@ static int dir_position(dirh *h, off_t off)
 	free(p);
 	return scope_fail(d, st, "resuming the listing");
 }
-
-/* Adds one entry to buf in the readdir or readdirplus form; returns its
- * size, or 0 when it does not fit (and then nothing was added or counted).
- * With attributes (plus), the entry holds what it names as a lookup does
- * (counted, except "." and ".."); a directory of -o sep (dprefix) gets
- * its inode then. */
-static size_t add_entry(fuse_req_t req, bool plus, char *buf, size_t room,
-                        const char *name, struct stat *st, off_t off,
-                        const uint8_t *dprefix, size_t dplen, scope sc,
-                        bool counted)
+/* Gives one entry to fill: false when it does not fit. */
+static bool emit(ns_fill_fn fill, void *ctx, const char *name,
+                 const struct stat *st, off_t off, const uint8_t *dprefix,
+                 size_t dplen, scope sc, bool counted)
 {
-	size_t need = plus ? fuse_add_direntry_plus(req, NULL, 0, name, NULL, 0)
-	                   : fuse_add_direntry(req, NULL, 0, name, NULL, 0);
-	if (need > room)
-		return 0;
-	if (!plus)
-		return fuse_add_direntry(req, buf, room, name, st, off);
-	struct fuse_entry_param e;
-	memset(&e, 0, sizeof e);
-	if (dprefix) {
-		fuse_ino_t ino = ptab_ref(sc, dprefix, dplen);
-		if (!ino)
-			return 0;
-		st->st_ino = ino;
-	} else if (counted) {
-		ino_ref(st->st_ino, 1, true);
-	}
-	e.ino = st->st_ino;
-	e.attr = *st;
-	e.attr_timeout = attr_timeout(e.ino);
-	e.entry_timeout = scope_is_stale(sc) ? 0 : entry_timeout(e.ino);
-	return fuse_add_direntry_plus(req, buf, room, name, &e, off);
+	ns_dirent e = {
+	    .name = name,
+	    .st = *st,
+	    .off = off,
+	    .cache = !scope_is_stale(sc),
+	    .dir_prefix = dprefix,
+	    .dir_plen = dplen,
+	    .sc = sc,
+	    .counted = counted,
+	};
+	return fill(ctx, &e);
 }
 
-static void fixed_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
-                          off_t off, bool plus)
+/* A listing with attributes holds what each entry names as a lookup does
+ * (counted, except "." and ".."); a directory of -o sep gets its inode
+ * then. */
+bool ns_dirent_hold(ns_dirent *e)
+{
+	if (e->dir_prefix) {
+		uint64_t ino = ptab_ref(e->sc, e->dir_prefix, e->dir_plen);
+		if (!ino)
+			return false;
+		e->st.st_ino = ino;
+	} else if (e->counted) {
+		ino_ref(e->st.st_ino, 1, true);
+	}
+	return true;
+}
+
+/* The root, segments/, control/ and control/wait/ (empty: its names are
+ * the jobs, found by lookup only). */
+static int fixed_readdir(uint64_t ino, off_t off, bool plus, ns_fill_fn fill,
+                         void *ctx)
 {
 	const char *names[4] = {0};
-	fuse_ino_t inos[4] = {0};
+	uint64_t inos[4] = {0};
 	size_t n = 0;
 	snap *cur = snap_current();
 	if (ino == INO_ROOT) {
@@ -1307,16 +1127,9 @@ static void fixed_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		n = cur->n;
 	}
 	size_t total = 2 + n;
-	char *buf = malloc(size);
-	if (!buf) {
-		snap_unref(cur, 1);
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	size_t used = 0;
 	for (size_t i = (size_t)(off < 0 ? 0 : off); i < total; i++) {
 		const char *name;
-		fuse_ino_t child;
+		uint64_t child;
 		if (i < 2)
 			name = i ? ".." : ".", child = ino;
 		else if (ino == INO_SEGMENTS)
@@ -1329,60 +1142,44 @@ static void fixed_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 			file_stat(&st, child, &S.dir_st, 0, 0444);
 		else if (child == make_ino(K_MERGE, 0))
 			file_stat(&st, child, &S.dir_st, 0, 0600);
-		else if (do_getattr(child, &st) != 0)
+		else if (ns_getattr(child, &st) != 0)
 			continue;
-		size_t got = add_entry(req, plus, buf + used, size - used,
-		                       name, &st, (off_t)i + 1, NULL, 0,
-		                       (scope){0}, i >= 2);
-		if (!got)
+		if (!emit(fill, ctx, name, &st, (off_t)i + 1, NULL, 0,
+		          (scope){0}, i >= 2))
 			break;
-		used += got;
 	}
 	snap_unref(cur, 1);
-	fuse_reply_buf(req, buf, used);
-	free(buf);
+	return 0;
 }
 
-static GUARDED_FN void
-do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-           struct fuse_file_info *fi, bool plus)
+
+int ns_readdir(uint64_t ino, ns_dir *h, off_t off, bool plus,
+               ns_fill_fn fill, void *ctx)
 {
-	dirh *h = (dirh *)(uintptr_t)fi->fh;
-	if (!h) {
-		fixed_readdir(req, ino, size, off, plus);
-		return;
-	}
+	if (!h)
+		return fixed_readdir(ino, off, plus, fill, ctx);
 	dirref *d = &h->d;
 	/* a fault under vc marked a segment of the scope damaged: the
 	 * listing's cursors are not used again */
 	const slot *bad = scope_damaged(d);
-	if (bad) {
-		fuse_reply_err(req, eio_damaged(bad));
-		return;
-	}
+	if (bad)
+		return eio_damaged(bad);
 	/* a retired segment of the scope was closed (-o retire_after): the
 	 * listing lets its mapping go and ends */
 	if (!h->closed && !scope_alive(d)) {
 		vc_close(&h->vc);
 		h->closed = true;
 	}
-	if (h->closed) {
-		fuse_reply_err(req, ESTALE);
-		return;
-	}
+	if (h->closed)
+		return ESTALE;
 	if (h->err) { /* the error that ended the last reply's entries */
 		int e = h->err;
 		h->err = 0;
 		h->next_off = -1;
-		fuse_reply_err(req, e); /* last: then h may be released */
-		return;
+		return e;
 	}
-	char *buf = malloc(size);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	size_t used = 0, got;
+	size_t used = 0; /* entries given */
+	bool got;
 	int err = 0;
 	struct stat st;
 	const struct stat *times = scope_times(d);
@@ -1390,12 +1187,11 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	/* "." and ".." (the kernel links neither) */
 	for (; off < 2; off++) {
 		dir_stat(&st, ino, times, 2, scope_read(d));
-		got = add_entry(req, plus, buf + used, size - used,
-		                off == 0 ? "." : "..", &st, off + 1, NULL, 0,
-		                d->sc, false);
+		got = emit(fill, ctx, off == 0 ? "." : "..", &st, off + 1,
+		           NULL, 0, d->sc, false);
 		if (!got)
 			goto done;
-		used += got;
+		used++;
 	}
 	if (off < 3) {
 		if (sep && d->plen > 0) { /* "%@": the key the prefix names */
@@ -1408,15 +1204,14 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			if (err)
 				goto done;
 			if (found) {
-				fuse_ino_t kino = key_ino(d, s, ord);
-				if ((err = do_getattr(kino, &st)))
+				uint64_t kino = key_ino(d, s, ord);
+				if ((err = ns_getattr(kino, &st)))
 					goto done;
-				got = add_entry(req, plus, buf + used,
-				                size - used, "%@", &st, 3,
-				                NULL, 0, d->sc, true);
+				got = emit(fill, ctx, "%@", &st, 3, NULL, 0,
+				           d->sc, true);
 				if (!got)
 					goto done;
-				used += got;
+				used++;
 			}
 		}
 		off = 3;
@@ -1466,13 +1261,13 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			segfs_name_encode(comp, (uint64_t)(sp - comp) * 8, name);
 			dir_stat(&st, make_ino(K_HINT, make_pos(s, ord)), times,
 			         2, scope_read(d));
-			got = add_entry(req, plus, buf + used, size - used, name,
-			                &st, eoff, tmp, n, d->sc, false);
+			got = emit(fill, ctx, name, &st, eoff, tmp, n, d->sc,
+			           false);
 			if (!got) {
 				h->next_off = off;
 				break;
 			}
-			used += got;
+			used++;
 			off = eoff;
 			if ((err = dir_set_last(h, key, bits)))
 				break;
@@ -1511,13 +1306,13 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			          kvs_cursor_value_len(c),
 			          slot_read(slot_get(s)));
 			segfs_name_encode(comp, cbits, name);
-			got = add_entry(req, plus, buf + used, size - used, name,
-			                &st, eoff, NULL, 0, d->sc, true);
+			got = emit(fill, ctx, name, &st, eoff, NULL, 0, d->sc,
+			           true);
 			if (!got) {
 				h->next_off = off;
 				break;
 			}
-			used += got;
+			used++;
 			off = eoff;
 			if ((err = dir_set_last(h, key, bits)))
 				break;
@@ -1532,99 +1327,93 @@ do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (!err && !vc_valid(&h->vc))
 		h->next_off = off; /* at the end: a resume adds nothing */
 done:
-	/* h before the reply: once replied, the listing may be closed (and
-	 * h freed) by another thread (-o mt) */
+	/* all of h before the reply: once replied, the listing may be
+	 * closed (and h freed) by another thread (-o mt) */
 	if (err && used > 0)
 		h->err = err; /* not lost: the next call replies with it */
 	if (err)
 		h->next_off = -1;
-	if (err && used == 0)
-		fuse_reply_err(req, err);
-	else
-		fuse_reply_buf(req, buf, used);
-	free(buf);
+	return used > 0 ? 0 : err;
 }
 
-/* ---- extended attributes -------------------------------------------------- */
+/* ---- extended attributes ------------------------------------------------- */
 
 static const char xattr_names[] =
     "user.segfs.key\0user.segfs.key_bits\0user.segfs.segment\0";
 static const char xattr_tomb[] = "user.segfs.tombstone\0";
+_Static_assert(sizeof xattr_names + sizeof xattr_tomb <=
+                   sizeof(((ns_bytes *)0)->text),
+               "the list of names fits in ns_bytes");
 
-static void reply_xattr_value(fuse_req_t req, const void *v, size_t len,
-                              size_t size)
+static bool is_key(uint64_t ino)
 {
-	if (size == 0)
-		fuse_reply_xattr(req, len);
-	else if (size < len)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, v, len);
+	return ino_kind(ino) == K_SEGKEY || ino_kind(ino) == K_VIEWKEY;
 }
 
-static GUARDED_FN void
-segfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+int ns_getxattr(uint64_t ino, const char *name, ns_bytes *out)
 {
+	out->p = NULL;
+	out->len = 0;
+	out->owned = NULL;
 	/* Only user.segfs.* exists. For other namespaces (security.selinux,
 	 * system.posix_acl_access: ls -l asks for both on every file) say
 	 * "not supported", which tools remember for the whole filesystem;
 	 * ENODATA would bring the question back for every file. */
-	if (strncmp(name, "user.", 5) != 0) {
-		fuse_reply_err(req, EOPNOTSUPP);
-		return;
-	}
-	if ((ino_kind(ino) != K_SEGKEY && ino_kind(ino) != K_VIEWKEY) ||
-	    strncmp(name, "user.segfs.", 11) != 0) {
-		fuse_reply_err(req, ENODATA);
-		return;
-	}
-	kvs_cursor *c = key_cursor(req, ino);
-	if (!c)
-		return;
+	if (strncmp(name, "user.", 5) != 0)
+		return EOPNOTSUPP;
+	if (!is_key(ino) || strncmp(name, "user.segfs.", 11) != 0)
+		return ENODATA;
+	kvs_cursor *c;
+	int err = key_cursor(ino, &c);
+	if (err)
+		return err;
 	uint64_t bits;
 	const uint8_t *key = kvs_cursor_key(c, &bits);
-	char text[32];
 	if (!strcmp(name, "user.segfs.key")) {
-		reply_xattr_value(req, key, (size_t)((bits + 7) / 8), size);
+		out->p = key;
+		out->len = (size_t)((bits + 7) / 8);
 	} else if (!strcmp(name, "user.segfs.key_bits")) {
-		int n = snprintf(text, sizeof text, "%" PRIu64, bits);
-		reply_xattr_value(req, text, (size_t)n, size);
+		int n = snprintf(out->text, sizeof out->text, "%" PRIu64, bits);
+		out->p = out->text;
+		out->len = (size_t)n;
 	} else if (!strcmp(name, "user.segfs.segment")) {
 		const char *seg = slot_get(ino_low(ino) >> ORD_BITS)->name;
-		reply_xattr_value(req, seg, strlen(seg), size);
+		out->p = seg;
+		out->len = strlen(seg);
 	} else if (!strcmp(name, "user.segfs.tombstone") &&
 	           kvs_cursor_kind(c) == KVS_KIND_TOMBSTONE) {
-		reply_xattr_value(req, "1", 1, size);
+		out->p = "1";
+		out->len = 1;
 	} else {
-		fuse_reply_err(req, ENODATA);
+		return ENODATA;
 	}
+	return 0;
 }
 
-static GUARDED_FN void
-segfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+int ns_listxattr(uint64_t ino, ns_bytes *out)
 {
-	if (ino_kind(ino) != K_SEGKEY && ino_kind(ino) != K_VIEWKEY) {
-		reply_xattr_value(req, "", 0, size);
-		return;
-	}
-	kvs_cursor *c = key_cursor(req, ino);
-	if (!c)
-		return;
-	char list[sizeof xattr_names + sizeof xattr_tomb];
+	out->p = out->text;
+	out->len = 0;
+	out->owned = NULL;
+	if (!is_key(ino))
+		return 0;
+	kvs_cursor *c;
+	int err = key_cursor(ino, &c);
+	if (err)
+		return err;
 	size_t n = sizeof xattr_names - 1;
-	memcpy(list, xattr_names, n);
+	memcpy(out->text, xattr_names, n);
 	if (kvs_cursor_kind(c) == KVS_KIND_TOMBSTONE) {
-		memcpy(list + n, xattr_tomb, sizeof xattr_tomb - 1);
+		memcpy(out->text + n, xattr_tomb, sizeof xattr_tomb - 1);
 		n += sizeof xattr_tomb - 1;
 	}
-	reply_xattr_value(req, list, n, size);
+	out->len = n;
+	return 0;
 }
 
-static void segfs_statfs(fuse_req_t req, fuse_ino_t ino)
+void ns_statfs(struct statvfs *sv)
 {
-	(void)ino;
-	struct statvfs sv;
-	memset(&sv, 0, sizeof sv);
+	memset(sv, 0, sizeof *sv);
 	uint64_t bytes = 0, files = 0;
 	snap *cur = snap_current();
 	for (size_t i = 0; i < cur->n; i++) {
@@ -1632,183 +1421,19 @@ static void segfs_statfs(fuse_req_t req, fuse_ino_t ino)
 		files += slot_get(cur->live[i])->info.records;
 	}
 	snap_unref(cur, 1);
-	sv.f_bsize = sv.f_frsize = 4096;
-	sv.f_blocks = (fsblkcnt_t)((bytes + 4095) / 4096);
-	sv.f_files = (fsfilcnt_t)files;
-	sv.f_namemax = SEGFS_NAME_MAX;
-	sv.f_flag = ST_NOSUID | ST_NODEV;
-	fuse_reply_statfs(req, &sv);
+	sv->f_bsize = sv->f_frsize = 4096;
+	sv->f_blocks = (fsblkcnt_t)((bytes + 4095) / 4096);
+	sv->f_files = (fsfilcnt_t)files;
+	sv->f_namemax = SEGFS_NAME_MAX;
+	sv->f_flag = ST_NOSUID | ST_NODEV;
 }
 
-/* ---- everything that would change the tree: EROFS ------------------------- */
-
-static void erofs_entry(fuse_req_t req) { fuse_reply_err(req, EROFS); }
-
-static void segfs_mknod(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m,
-                        dev_t r)
-{
-	(void)p, (void)n, (void)m, (void)r;
-	erofs_entry(req);
-}
-static void segfs_mkdir(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m)
-{
-	(void)p, (void)n, (void)m;
-	erofs_entry(req);
-}
-static void segfs_unlink(fuse_req_t req, fuse_ino_t p, const char *n)
-{
-	(void)p, (void)n;
-	erofs_entry(req);
-}
-static void segfs_symlink(fuse_req_t req, const char *l, fuse_ino_t p,
-                          const char *n)
-{
-	(void)l, (void)p, (void)n;
-	erofs_entry(req);
-}
-static void segfs_rename(fuse_req_t req, fuse_ino_t p, const char *n,
-                         fuse_ino_t np, const char *nn, unsigned flags)
-{
-	(void)p, (void)n, (void)np, (void)nn, (void)flags;
-	erofs_entry(req);
-}
-static void segfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t np,
-                       const char *nn)
-{
-	(void)ino, (void)np, (void)nn;
-	erofs_entry(req);
-}
-static void segfs_create(fuse_req_t req, fuse_ino_t p, const char *n,
-                         mode_t m, struct fuse_file_info *fi)
-{
-	(void)p, (void)n, (void)m, (void)fi;
-	erofs_entry(req);
-}
-static void segfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *n,
-                           const char *v, size_t size, int flags)
-{
-	(void)ino, (void)n, (void)v, (void)size, (void)flags;
-	erofs_entry(req);
-}
-static void segfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *n)
-{
-	(void)ino, (void)n;
-	erofs_entry(req);
-}
-static void segfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
-                            off_t off, off_t len, struct fuse_file_info *fi)
-{
-	(void)ino, (void)mode, (void)off, (void)len, (void)fi;
-	erofs_entry(req);
-}
-
-/* ---- requests that read segments, guarded (guard.h) ----------------------
- * Each runs between tls_enter and tls_leave, which is where this thread's
- * cursors may be used, and swept when a segment dies (segfs.h). */
-
-/* A read of a mapping faulted: its segment is damaged from now on, and
- * the request fails. Each of these requests replies last, after every
- * read of a mapping (a read's reply may point into one: the kernel's copy
- * then fails, not this process). */
-static void fault_reply(fuse_req_t req)
+int ns_fault(const void *addr)
 {
 	uint64_t off;
-	slot *s = slot_damage_at(guard_fault_addr, &off);
-	fuse_reply_err(req, eio(s,
-	                        "reading byte %" PRIu64 " of its mapping "
-	                        "failed (SIGBUS): " DAMAGED_WHY,
-	                        off));
+	slot *s = slot_damage_at(addr, &off);
+	return eio(s,
+	           "reading byte %" PRIu64 " of its mapping failed (SIGBUS): "
+	           DAMAGED_WHY,
+	           off);
 }
-
-static void guarded_lookup(fuse_req_t req, fuse_ino_t parent,
-                           const char *name)
-{
-	tls_enter();
-	req_note("lookup", parent, name);
-	GUARDED(fault_reply(req), segfs_lookup(req, parent, name));
-	tls_leave();
-}
-
-static void guarded_getattr(fuse_req_t req, fuse_ino_t ino,
-                            struct fuse_file_info *fi)
-{
-	tls_enter();
-	req_note("getattr", ino, NULL);
-	GUARDED(fault_reply(req), segfs_getattr(req, ino, fi));
-	tls_leave();
-}
-
-static void guarded_read(fuse_req_t req, fuse_ino_t ino, size_t size,
-                         off_t off, struct fuse_file_info *fi)
-{
-	tls_enter();
-	req_note("read", ino, NULL);
-	GUARDED(fault_reply(req), segfs_read(req, ino, size, off, fi));
-	tls_leave();
-}
-
-static void guarded_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
-                            off_t off, struct fuse_file_info *fi)
-{
-	tls_enter();
-	req_note("listing", ino, NULL);
-	GUARDED(fault_reply(req),
-	        do_readdir(req, ino, size, off, fi, false));
-	tls_leave();
-}
-
-static void guarded_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
-                                off_t off, struct fuse_file_info *fi)
-{
-	tls_enter();
-	req_note("listing", ino, NULL);
-	GUARDED(fault_reply(req),
-	        do_readdir(req, ino, size, off, fi, true));
-	tls_leave();
-}
-
-static void guarded_getxattr(fuse_req_t req, fuse_ino_t ino,
-                             const char *name, size_t size)
-{
-	tls_enter();
-	req_note("getxattr", ino, NULL);
-	GUARDED(fault_reply(req), segfs_getxattr(req, ino, name, size));
-	tls_leave();
-}
-
-static void guarded_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
-{
-	tls_enter();
-	req_note("listxattr", ino, NULL);
-	GUARDED(fault_reply(req), segfs_listxattr(req, ino, size));
-	tls_leave();
-}
-
-const struct fuse_lowlevel_ops segfs_ops = {
-	.lookup = guarded_lookup,
-	.forget = segfs_forget,
-	.forget_multi = segfs_forget_multi,
-	.getattr = guarded_getattr,
-	.open = segfs_open,
-	.read = guarded_read,
-	.opendir = segfs_opendir,
-	.readdir = guarded_readdir,
-	.readdirplus = guarded_readdirplus,
-	.releasedir = segfs_releasedir,
-	.statfs = segfs_statfs,
-	.getxattr = guarded_getxattr,
-	.listxattr = guarded_listxattr,
-	.mknod = segfs_mknod,
-	.mkdir = segfs_mkdir,
-	.unlink = segfs_unlink,
-	.rmdir = segfs_unlink,
-	.symlink = segfs_symlink,
-	.rename = segfs_rename,
-	.link = segfs_link,
-	.setattr = segfs_setattr,
-	.write = segfs_write,
-	.create = segfs_create,
-	.setxattr = segfs_setxattr,
-	.removexattr = segfs_removexattr,
-	.fallocate = segfs_fallocate,
-};
