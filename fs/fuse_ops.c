@@ -397,24 +397,25 @@ static void guarded_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 	tls_leave();
 }
 
-static void guarded_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
-                            off_t off, struct fuse_file_info *fi)
+static void guarded_listing(fuse_req_t req, fuse_ino_t ino, size_t size,
+                            off_t off, struct fuse_file_info *fi, bool plus)
 {
 	tls_enter();
 	ns_request("listing", ino, NULL);
-	GUARDED(fault_reply(req),
-	        do_readdir(req, ino, size, off, fi, false));
+	GUARDED(fault_reply(req), do_readdir(req, ino, size, off, fi, plus));
 	tls_leave();
+}
+
+static void guarded_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+                            off_t off, struct fuse_file_info *fi)
+{
+	guarded_listing(req, ino, size, off, fi, false);
 }
 
 static void guarded_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
                                 off_t off, struct fuse_file_info *fi)
 {
-	tls_enter();
-	ns_request("listing", ino, NULL);
-	GUARDED(fault_reply(req),
-	        do_readdir(req, ino, size, off, fi, true));
-	tls_leave();
+	guarded_listing(req, ino, size, off, fi, true);
 }
 
 static void guarded_getxattr(fuse_req_t req, fuse_ino_t ino,

@@ -10,10 +10,11 @@
  *   /control/status      every job since mount, one JSON line each
  *   /control/wait/ID     reading it waits for job ID to end
  *
- * No FUSE header: the FUSE layer (fuse_ops.c) unpacks a request, calls
- * one of these and turns the answer into its reply, and the unit test
- * (tests/test_namespace.c) calls them over a directory of segments with
- * no mount. Inode numbers are ino.h's; errors are errno values, and every
+ * namespace.c answers names, attributes and bytes, listing.c listings,
+ * over scope.c's directories of keys. No FUSE header: the FUSE layer
+ * (fuse_ops.c) unpacks a request, calls one of these and turns the
+ * answer into its reply, and the unit test (tests/test_namespace.c)
+ * calls them over a directory of segments with no mount. Inode numbers are ino.h's; errors are errno values, and every
  * EIO is logged where it arises, naming the request ns_request noted.
  *
  * Calls that read segments (lookup, getattr, read, listing, xattrs) touch

@@ -7,8 +7,10 @@
  *
  * fuse_ops.c   the FUSE operations: requests unpacked, the namespace
  *              asked, replies; guards, what the kernel may cache
- * namespace.c  the tree without FUSE: lookups, attributes, listings and
- *              their offsets, -o sep's directories, reads, xattrs
+ * namespace.c  the tree without FUSE (namespace.h): lookups, -o sep's
+ *              directories, attributes, reads, xattrs; listing.c its
+ *              listings and their offsets; scope.c the directories of
+ *              keys both read through (scope.h)
  * state.c      slots, snapshots, the catalog (reload, publication
  *              callbacks), per-thread cursors, the directories -o sep
  *              makes, the catalog watcher
@@ -44,7 +46,7 @@ void retire_slot_locked(slot *s);
  * be dropped (retire_note_entry). */
 void retire_changed_locked(void);
 /*
- * An entry given under a view/ that the catalog has replaced (namespace.c,
+ * An entry given under a view/ that the catalog has replaced (scope.c,
  * scope_stale): out of reach for new paths, yet the kernel would keep it
  * (and the segment its inode names) until the timeout. The reaper drops
  * it from the kernel's cache a moment later (a notification from within

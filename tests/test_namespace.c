@@ -299,6 +299,26 @@ static void check_key(uint64_t ino, const struct stat *st, const rec *r,
 	assert_memory_equal(b.p, list, want);
 }
 
+/* Looks record r of segment s up in dir by its key's name: found (an
+ * inode of kind k, checked by check_key) unless it is a tombstone. */
+static bool expect_key(uint64_t dir, const rec *r, size_t s, enum ino_kind k,
+                       const char *where)
+{
+	char name[SEGFS_NAME_MAX + 1];
+	struct stat st;
+	uint64_t ino = look(dir, key_name(r->key, r->len, name), &st);
+	if (r->tomb) {
+		if (ino)
+			fail_msg("%s/%s: deleted in %s, yet found", where,
+			         name, O[s].name);
+		return false;
+	}
+	if (ino_kind(ino) != k)
+		fail_msg("%s/%s: not found", where, name);
+	check_key(ino, &st, r, s, where);
+	return true;
+}
+
 /* ---- lookups ------------------------------------------------------------- */
 
 static void test_lookup_segments(void **state)
@@ -310,23 +330,8 @@ static void test_lookup_segments(void **state)
 		assert_int_equal(ns_getattr(dir, &st), 0);
 		assert_true(S_ISDIR(st.st_mode));
 		assert_int_equal(st.st_mode & 0444, O[s].read);
-		for (size_t i = 0; i < O[s].n; i++) {
-			const rec *r = &O[s].r[i];
-			char name[SEGFS_NAME_MAX + 1];
-			uint64_t ino =
-			    look(dir, key_name(r->key, r->len, name), &st);
-			if (r->tomb) {
-				if (ino)
-					fail_msg("segments/%s/%s: a tombstone "
-					         "found",
-					         O[s].name, name);
-				continue;
-			}
-			if (ino_kind(ino) != K_SEGKEY)
-				fail_msg("segments/%s/%s: not found", O[s].name,
-				         name);
-			check_key(ino, &st, r, s, O[s].name);
-		}
+		for (size_t i = 0; i < O[s].n; i++)
+			expect_key(dir, &O[s].r[i], s, K_SEGKEY, O[s].name);
 	}
 	assert_int_equal(look(INO_SEGMENTS, "s9", NULL), 0);
 }
@@ -342,21 +347,7 @@ static void test_lookup_view(void **state)
 			const rec *r = &O[s].r[i];
 			size_t ws;
 			const rec *w = view_find(r->key, r->len, &ws);
-			char name[SEGFS_NAME_MAX + 1];
-			struct stat st;
-			uint64_t ino =
-			    look(view, key_name(r->key, r->len, name), &st);
-			if (w->tomb) {
-				if (ino)
-					fail_msg("view/%s: deleted in %s, yet "
-					         "found",
-					         name, O[ws].name);
-				continue;
-			}
-			if (ino_kind(ino) != K_VIEWKEY)
-				fail_msg("view/%s: not found", name);
-			check_key(ino, &st, w, ws, "view/");
-			found++;
+			found += expect_key(view, w, ws, K_VIEWKEY, "view/");
 		}
 	assert_true(found > 50);
 	/* misses: keys of the alphabet that no segment has */
