@@ -30,7 +30,10 @@
  *     of the old one continues after that entry's key; once the replaced
  *     segment is gone, such an offset is EINVAL;
  *   - under a view/ inode the catalog has replaced, names and listings
- *     are answered but not to be cached; under the new one they are.
+ *     are answered but not to be cached; under the new one they are;
+ *   - after a fault in a segment's mapping (ns_fault), its keys, lookups
+ *     in it, its open listing and view/ fail with EIO; other segments
+ *     do not.
  *
  * It links the daemon's state (state.c, control.c, ...), which still
  * calls libfuse, but opens no session: nothing is mounted.
@@ -954,6 +957,49 @@ static void test_stale_view(void **state)
 	free(w);
 }
 
+/* ---- a damaged segment ------------------------------------------------------- */
+
+/* A fault in a segment's mapping (the FUSE layer's guard catches the
+ * SIGBUS and calls ns_fault with the address): from then on, whatever
+ * reads that segment fails with EIO, and what does not still works. */
+static void test_damaged(void **state)
+{
+	(void)state;
+	uint64_t s1 = seg_dir(0);
+	const rec *r = NULL;
+	for (size_t i = 0; i < O[0].n && !r; i++)
+		if (!O[0].r[i].tomb && O[0].r[i].vlen > 0)
+			r = &O[0].r[i];
+	assert_non_null(r);
+	char name[SEGFS_NAME_MAX + 1];
+	uint64_t ino = look(s1, key_name(r->key, r->len, name), NULL);
+	assert_int_not_equal(ino, 0);
+	ns_dir *h;
+	assert_int_equal(ns_opendir(s1, &h), 0); /* before the fault */
+	ns_bytes b;
+	assert_int_equal(ns_read(ino, 1, 0, &b), 0);
+	ns_request("read", ino, NULL);
+	assert_int_equal(ns_fault(b.p), EIO); /* b.p: in the mapping */
+	assert_int_equal(ns_read(ino, 1, 0, &b), EIO);
+	assert_int_equal(ns_getxattr(ino, "user.segfs.key", &b), EIO);
+	ns_entry e;
+	assert_int_equal(ns_lookup(s1, name, &e), EIO);
+	lister l = {.room = SIZE_MAX};
+	assert_int_equal(ns_readdir(s1, h, 0, false, collect, &l), EIO);
+	assert_int_equal(l.n, 0);
+	ns_closedir(h);
+	assert_int_equal(ns_opendir(s1, &h), EIO);
+	assert_int_equal(ns_opendir(look(INO_ROOT, "view", NULL), &h), EIO);
+	/* the other segments, and the segment's own attributes, still */
+	struct stat st;
+	assert_int_equal(ns_getattr(s1, &st), 0);
+	want *w = malloc(MAX_SEGS * MAX_RECS * sizeof *w);
+	size_t m = want_flat(false, 1, w);
+	check_flat_listing(seg_dir(1), w, m, "s2 beside a damaged s1");
+	free(w);
+	free(l.e);
+}
+
 /* ---- setup --------------------------------------------------------------- */
 
 /* Each test is one request of the daemon's: its cursors are used between
@@ -1007,6 +1053,7 @@ int main(int argc, char **argv)
 	    NS_TEST(test_listing_flat),    NS_TEST(test_sep),
 	    NS_TEST(test_tombstones),      NS_TEST(test_catalog_change),
 	    NS_TEST(test_stale_view),
+	    NS_TEST(test_damaged), /* last: s1 stays damaged */
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
