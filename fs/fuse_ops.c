@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(INO_ROOT == FUSE_ROOT_ID, "ino.h numbers the root as FUSE");
 _Static_assert(sizeof(fuse_ino_t) == sizeof(uint64_t),
                "inode numbers are uint64_t in the namespace");
 

@@ -1,19 +1,19 @@
 /*
- * ino.h — what a segfs inode number carries. The number names what it
- * stands for (a segment slot and a record ordinal, a snapshot, a control
- * file's id), so that the daemon keeps no per-key state: memory is flat
- * in the number of keys. Plain uint64_t (FUSE's fuse_ino_t is the same
- * type), so that the namespace (namespace.h) needs no FUSE header.
+ * ino.h — segfs's inode numbers: what kind of file an inode is, and which
+ * slot, record, snapshot or control text it names, all in its 64 bits, so
+ * that a request needs no table to find its file. FUSE-free: the FUSE
+ * layer's fuse_ino_t is the same uint64_t (segfs.h checks INO_ROOT).
  */
 #ifndef SEGFS_INO_H
 #define SEGFS_INO_H
 
 #include <stdint.h>
 
-/* bits 63..60 the kind; for keys, bits 59..40 the slot and 39..0 the
+/* ---- inode numbers ---------------------------------------------------------
+ * bits 63..60 the kind; for keys, bits 59..40 the slot and 39..0 the
  * record's ordinal in the slot's segment. */
 enum {
-	INO_ROOT = 1, /* FUSE_ROOT_ID (fuse_ops.c checks) */
+	INO_ROOT = 1, /* FUSE_ROOT_ID */
 	INO_SEGMENTS = 2,
 	INO_CONTROL = 3,
 	INO_WAITDIR = 6, /* control/wait */
@@ -31,10 +31,10 @@ enum ino_kind {
 	K_STATUS = 9,  /* control/status as one lookup saw it: its text id */
 	K_MERGE = 10,  /* control/merge as one lookup saw it: its file id */
 };
-#define ORD_BITS  40
+#define ORD_BITS 40
 #define SLOT_BITS 20
-#define MAX_IDS   ((uint64_t)1 << SLOT_BITS) /* slots, snapshots */
-#define ORD_MASK  ((UINT64_C(1) << ORD_BITS) - 1)
+#define MAX_IDS ((uint64_t)1 << SLOT_BITS) /* slots, snapshots */
+#define ORD_MASK ((UINT64_C(1) << ORD_BITS) - 1)
 
 static inline uint64_t make_ino(enum ino_kind k, uint64_t low)
 {

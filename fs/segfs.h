@@ -33,6 +33,8 @@
 #include "control.h"
 #include "state.h"
 
+_Static_assert(INO_ROOT == FUSE_ROOT_ID, "ino.h's root is FUSE's");
+
 /* ---- retirement (retire.c) -------------------------------------------------
  * Retired slots that readers still hold (the kernel's open files, an open
  * listing) are closed S.retire_after seconds after their retirement by a
