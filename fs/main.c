@@ -2,7 +2,7 @@
  * main.c — segfs's main(): the command line (cmdline.c), the checks of
  * SEGDIR and the mount point, the mount, the threads, the session loop,
  * and the messages that say so (log.h); the FUSE operations themselves
- * are segfs.c's.
+ * are fuse_ops.c's.
  */
 #include "segfs.h"
 #include "cmdline.h"
