@@ -11,7 +11,7 @@
  * without a catalog: a catalog written then would drop them for good, so
  * the rest is served from memory. S.ro_why says which, for control/merge.
  */
-#include "segfs.h"
+#include "state.h"
 #include "log.h"
 
 #include <dirent.h>

@@ -936,6 +936,27 @@ void wait_stat(struct stat *st, uint64_t ino, uint64_t size)
 	file_stat(st, ino, &S.dir_st, size, 0444);
 }
 
+/* ---- what the kernel is told (state.h, kernel_notifier) ------------------- */
+
+static void notify_inval_entry(void *se, uint64_t parent, const char *name)
+{
+	fuse_lowlevel_notify_inval_entry(se, parent, name, strlen(name));
+}
+
+static void notify_inval_inode(void *se, uint64_t ino)
+{
+	fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
+}
+
+void segfs_notify(struct fuse_session *se)
+{
+	static kernel_notifier k = {NULL, notify_inval_entry,
+	                            notify_inval_inode};
+	if (se)
+		k.ctx = se;
+	state_notify_set(se ? &k : NULL);
+}
+
 static GUARDED_FN void
 segfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {

@@ -1,9 +1,11 @@
 /*
  * state.c — segfs's live state: segment slots, catalog snapshots, their
  * counts, reloading the catalog, retiring segments, per-thread cursors,
- * the directories of -o sep, and the catalog watcher (segfs.h).
+ * the directories of -o sep, and the catalog watcher (state.h). FUSE-free:
+ * what changed is reported through the callbacks the layers above
+ * register (state_notify_set, state_retire_hooks).
  */
-#include "segfs.h"
+#include "state.h"
 #include "guard.h"
 #include "log.h"
 
@@ -175,7 +177,7 @@ void snap_unref(snap *s, uint64_t n)
 	if (!s || n == 0)
 		return;
 	if (atomic_fetch_sub(&s->refs, n) == n) {
-		/* its slots lose it; the structure stays (segfs.h: a reader
+		/* its slots lose it; the structure stays (state.h: a reader
 		 * of S.current may still look at its count), its lists go */
 		for (size_t i = 0; i < s->n; i++)
 			slot_unref(slot_get(s->live[i]), 1);
@@ -331,7 +333,7 @@ static void note_skip(kvs_catalog_skip *k, const char *name, const char *why)
 	snprintf(k->why, sizeof k->why, "%s", why);
 }
 
-/* segfs.h */
+/* state.h */
 int snap_build(const snap *cur, snap **out, kvs_error *err)
 {
 	size_t n = kvs_catalog_count(S.cat);
@@ -528,25 +530,35 @@ static bool has_slot(const uint8_t *marks, int b, const snap *s, uint32_t id)
 static void invalidate(const snap *old, const snap *now,
                        const uint8_t *marks)
 {
-	struct fuse_session *se = __atomic_load_n(&S.se, __ATOMIC_SEQ_CST);
-	if (!se)
+	const kernel_notifier *k = atomic_load(&S.notify);
+	if (!k)
 		return;
-	fuse_lowlevel_notify_inval_entry(se, INO_CONTROL, "catalog", 7);
-	fuse_lowlevel_notify_inval_inode(se, INO_CONTROL, 0, 0);
-	fuse_lowlevel_notify_inval_inode(se, INO_SEGMENTS, 0, 0);
+	k->inval_entry(k->ctx, INO_CONTROL, "catalog");
+	k->inval_inode(k->ctx, INO_CONTROL);
+	k->inval_inode(k->ctx, INO_SEGMENTS);
 	const snap *pair[2][2] = {{old, now}, {now, old}};
 	for (int p = 0; p < 2; p++) /* gone from segments/, or new there */
 		for (size_t i = 0; i < pair[p][0]->n; i++)
 			if (!has_slot(marks, 1 - p, pair[p][1],
-			              pair[p][0]->live[i])) {
-				const char *name =
-				    slot_get(pair[p][0]->live[i])->name;
-				fuse_lowlevel_notify_inval_entry(
-				    se, INO_SEGMENTS, name, strlen(name));
-			}
+			              pair[p][0]->live[i]))
+				k->inval_entry(k->ctx, INO_SEGMENTS,
+				               slot_get(pair[p][0]->live[i])->name);
 	atomic_fetch_add(&S.view_epoch, 1);
-	fuse_lowlevel_notify_inval_inode(se, INO_ROOT, 0, 0);
-	fuse_lowlevel_notify_inval_entry(se, INO_ROOT, "view", 4);
+	k->inval_inode(k->ctx, INO_ROOT);
+	k->inval_entry(k->ctx, INO_ROOT, "view");
+}
+
+/* retire.c's hooks (state_retire_hooks), or NULL. */
+static _Atomic(const retire_hooks *) retire_cb;
+
+void state_retire_hooks(const retire_hooks *h)
+{
+	atomic_store(&retire_cb, h);
+}
+
+void state_notify_set(const kernel_notifier *n)
+{
+	atomic_store(&S.notify, n);
 }
 
 int state_reload_locked(kvs_error *err)
@@ -562,10 +574,15 @@ int state_reload_locked(kvs_error *err)
 	if (rc)
 		return rc;
 	uint8_t *marks = membership(old, now);
+	const retire_hooks *r = atomic_load(&retire_cb);
 	pthread_mutex_lock(&S.lock);
 	for (size_t i = 0; i < old->n; i++)
-		if (!has_slot(marks, 1, now, old->live[i]))
-			retire_slot_locked(slot_get(old->live[i]));
+		if (!has_slot(marks, 1, now, old->live[i])) {
+			slot *s = slot_get(old->live[i]);
+			s->retired = true;
+			if (r)
+				r->slot_retired_locked(s);
+		}
 	atomic_store(&S.current, now);
 	pthread_mutex_unlock(&S.lock);
 	for (size_t i = 0; i < old->n; i++) /* old holds them still */
@@ -576,9 +593,11 @@ int state_reload_locked(kvs_error *err)
 			        slot_get(old->live[i])->name, now->generation);
 	invalidate(old, now, marks);
 	free(marks);
-	pthread_mutex_lock(&S.lock);
-	retire_changed_locked(); /* after the epoch: no new entry is kept */
-	pthread_mutex_unlock(&S.lock);
+	if (r) {
+		pthread_mutex_lock(&S.lock);
+		r->changed_locked(); /* after the epoch: no new entry is kept */
+		pthread_mutex_unlock(&S.lock);
+	}
 	snap_unref(old, 1); /* it is no longer current */
 	return 0;
 }
@@ -867,7 +886,7 @@ static void scope_ref(scope sc, int64_t d)
 		      : slot_unref(slot_get(sc.id), 1);
 }
 
-fuse_ino_t ptab_ref(scope sc, const uint8_t *prefix, size_t plen)
+uint64_t ptab_ref(scope sc, const uint8_t *prefix, size_t plen)
 {
 	size_t h = ptab_hash(sc, prefix, plen);
 	pthread_mutex_lock(&P.lock);
@@ -887,7 +906,7 @@ fuse_ino_t ptab_ref(scope sc, const uint8_t *prefix, size_t plen)
 		P.by_id[n->id % PTAB_SIZE] = n;
 		scope_ref(sc, 1); /* the directory holds its scope */
 	}
-	fuse_ino_t ino = 0;
+	uint64_t ino = 0;
 	if (n) {
 		n->nlookup++;
 		ino = make_ino(K_PREFIX, n->id);
