@@ -171,6 +171,7 @@ out_threads:
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_unload:
+	ptab_free_all();
 	state_unload();
 out_session:
 	fuse_session_destroy(se);

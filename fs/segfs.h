@@ -16,9 +16,10 @@
  *            (retire.h)
  * segdir.c   opening SEGDIR at mount: its catalog, whether segfs may
  *            write there, leftovers of a killed segfs
+ * watch.c    the catalog watcher: reloads on another process's change
+ * ptab.c     the directories -o sep makes
  * state.c    slots, snapshots, the catalog (reload, publication
- *            callbacks), per-thread cursors, the directories -o sep
- *            makes, the catalog watcher (state.h)
+ *            callbacks), per-thread cursors (state.h, for the three)
  * ino.h      inode numbers
  * view.c, names.c, guard.c, log.c, control_parse.c: see their headers
  */

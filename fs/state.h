@@ -145,6 +145,7 @@ void state_load(void);
  * reference.
  */
 int snap_build(const snap *cur, snap **out, kvs_error *err);
+/* Unmount: closes everything (the -o sep directories first: ptab_free_all). */
 void state_unload(void);
 /*
  * Reads the newest catalog generation and makes it current (opening new
@@ -156,7 +157,7 @@ void state_unload(void);
  */
 int state_reload_locked(kvs_error *err);
 /* Starts the thread that reloads when another process changes the
- * catalog (inotify on SEGDIR). */
+ * catalog (inotify on SEGDIR; watch.c). */
 int state_watch_start(void);
 void state_watch_stop(void);
 
@@ -209,7 +210,7 @@ typedef struct retire_hooks {
 /* Registers h (retire_start; NULL: retire_stop). */
 void state_retire_hooks(const retire_hooks *h);
 
-/* ---- -o sep directories ------------------------------------------------- */
+/* ---- -o sep directories (ptab.c) --------------------------------------- */
 
 /* A scope: a slot (segments/NAME, id its number), or view/ (the current
  * snapshot; id the epoch of the view/ inode it was reached through, so
