@@ -5,13 +5,13 @@
  * (larger than most caches); buf-64KiB, buf-4KiB, buf-256B and buf-64B
  * checksum the first 64 KiB ... 64 bytes of that buffer again and again,
  * 16 MiB in all per observation, so the data stays in cache and the
- * per-call cost shows (kvs_crc32c switches paths at 128 bytes).
+ * per-call cost shows (kvsi_crc32c switches paths at 128 bytes).
  * Variants:
  *   memcpy          copies the same bytes to a second buffer (a bandwidth
  *                   reference, not a checksum)
- *   kvseg           kvs_crc32c (the run-time choice)
- *   kvseg-portable  kvs_crc32c_portable
- *   kvseg-hw        kvs_crc32c_hw (only when the CPU has it)
+ *   kvseg           kvsi_crc32c (the run-time choice)
+ *   kvseg-portable  kvsi_crc32c_portable
+ *   kvseg-hw        kvsi_crc32c_hw (only when the CPU has it)
  *   isal            ISA-L crc32_iscsi (only when built with peers)
  * Each call checksums one buffer from scratch (initial value 0). The timer
  * covers the calls only. Excluded: filling the buffers (so every page is
@@ -126,7 +126,7 @@ static double observe(void *ctx)
 static void verify(const uint8_t *buf)
 {
 	static const char check_string[] = "123456789";
-	uint32_t want = kvs_crc32c_portable(0, buf, BIG);
+	uint32_t want = kvsi_crc32c_portable(0, buf, BIG);
 	for (size_t i = 0; i < variant_count; i++) {
 		crc_fn crc = variants[i].crc;
 		if (crc == NULL)
@@ -154,10 +154,10 @@ static void verify(const uint8_t *buf)
 int main(int argc, char **argv)
 {
 	offer("memcpy", NULL);
-	offer("kvseg", kvs_crc32c);
-	offer("kvseg-portable", kvs_crc32c_portable);
-	if (kvs_crc32c_hw_available())
-		offer("kvseg-hw", kvs_crc32c_hw);
+	offer("kvseg", kvsi_crc32c);
+	offer("kvseg-portable", kvsi_crc32c_portable);
+	if (kvsi_crc32c_hw_available())
+		offer("kvseg-hw", kvsi_crc32c_hw);
 #ifdef BENCH_HAVE_ISAL
 	offer("isal", crc_isal);
 #endif
@@ -189,7 +189,7 @@ int main(int argc, char **argv)
 		if (strcmp(workloads[i].name, o.workload) == 0)
 			r.len = workloads[i].len;
 	r.expected =
-	    (uint64_t)(BIG / r.len) * kvs_crc32c_portable(0, src, r.len);
+	    (uint64_t)(BIG / r.len) * kvsi_crc32c_portable(0, src, r.len);
 
 	bench_observe(&o, "throughput", "GB/s", observe, &r);
 

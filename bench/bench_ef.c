@@ -5,14 +5,14 @@
  *
  * The sequence is 262,144 strictly increasing positions with gaps uniform in
  * [1, 1024] (bench_gen.h). Workloads (bench/README.md):
- *   access-random    kvs_ef_get at 1,048,576 precomputed random indices
- *   access-seq       kvs_ef_get for i = 0 .. n-1 in order
- *   next_geq-random  kvs_ef_next_geq at 1,048,576 random targets in [0, max]
- *   iterate          one kvs_ef_cursor from index 0 to the end
- *   build            kvs_ef_build of the sequence into a buffer of its size
+ *   access-random    kvsi_ef_get at 1,048,576 precomputed random indices
+ *   access-seq       kvsi_ef_get for i = 0 .. n-1 in order
+ *   next_geq-random  kvsi_ef_next_geq at 1,048,576 random targets in [0, max]
+ *   iterate          one kvsi_ef_cursor from index 0 to the end
+ *   build            kvsi_ef_build of the sequence into a buffer of its size
  *                    (allocated and touched before), per element
- *   validate         kvs_ef_validate of the built sequence, per element
- *   space            no timing: bytes of the serialized form (kvs_ef_size)
+ *   validate         kvsi_ef_validate of the built sequence, per element
+ *   space            no timing: bytes of the serialized form (kvsi_ef_size)
  * The timer covers the query loop, the build or the validation only.
  * Excluded: generating the sequence and the queries, building, opening and
  * validating the fixture's sequence, checking every answer of every
@@ -21,7 +21,7 @@
  * expected one afterwards.
  *
  * Variants: kvseg (the best paths the CPU has), kvseg-portable
- * (kvs_ef_set_portable).
+ * (kvsi_ef_set_portable).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +48,7 @@ typedef struct fixture {
 	void *data;        /* the serialized sequence */
 	void *scratch;     /* build's output, as large */
 	size_t size;
-	kvs_ef ef;
+	kvsi_ef ef;
 } fixture;
 
 static void check(kvs_status st, const char *what)
@@ -64,7 +64,7 @@ static uint64_t run_access_random(const fixture *f)
 	uint64_t sum = 0;
 	for (size_t j = 0; j < Q; j++) {
 		uint64_t v = 0;
-		kvs_ef_get(&f->ef, f->indices[j], &v);
+		kvsi_ef_get(&f->ef, f->indices[j], &v);
 		sum += v;
 	}
 	return sum;
@@ -75,7 +75,7 @@ static uint64_t run_access_seq(const fixture *f)
 	uint64_t sum = 0;
 	for (size_t i = 0; i < N; i++) {
 		uint64_t v = 0;
-		kvs_ef_get(&f->ef, i, &v);
+		kvsi_ef_get(&f->ef, i, &v);
 		sum += v;
 	}
 	return sum;
@@ -86,7 +86,7 @@ static uint64_t run_next_geq(const fixture *f)
 	uint64_t sum = 0;
 	for (size_t j = 0; j < Q; j++) {
 		uint64_t v = 0;
-		uint64_t i = kvs_ef_next_geq(&f->ef, f->targets[j], &v);
+		uint64_t i = kvsi_ef_next_geq(&f->ef, f->targets[j], &v);
 		sum += i + v;
 	}
 	return sum;
@@ -95,9 +95,9 @@ static uint64_t run_next_geq(const fixture *f)
 static uint64_t run_iterate(const fixture *f)
 {
 	uint64_t sum = 0;
-	kvs_ef_cursor c;
-	kvs_ef_cursor_seek(&c, &f->ef, 0);
-	for (; kvs_ef_cursor_valid(&c); kvs_ef_cursor_next(&c))
+	kvsi_ef_cursor c;
+	kvsi_ef_cursor_seek(&c, &f->ef, 0);
+	for (; kvsi_ef_cursor_valid(&c); kvsi_ef_cursor_next(&c))
 		sum += c.value;
 	return sum;
 }
@@ -105,12 +105,12 @@ static uint64_t run_iterate(const fixture *f)
 /* build and validate: the element count when they succeed */
 static uint64_t run_build(const fixture *f)
 {
-	return kvs_ef_build(f->x, N, f->scratch, f->size) == KVS_OK ? N : 0;
+	return kvsi_ef_build(f->x, N, f->scratch, f->size) == KVS_OK ? N : 0;
 }
 
 static uint64_t run_validate(const fixture *f)
 {
-	return kvs_ef_validate(&f->ef) == KVS_OK ? N : 0;
+	return kvsi_ef_validate(&f->ef) == KVS_OK ? N : 0;
 }
 
 /* ---- checks against the plain array, before any timing ------------------ */
@@ -119,9 +119,9 @@ static void verify(const fixture *f)
 {
 	uint64_t v;
 	for (size_t i = 0; i < N; i++) {
-		check(kvs_ef_get(&f->ef, i, &v), "kvs_ef_get");
+		check(kvsi_ef_get(&f->ef, i, &v), "kvsi_ef_get");
 		if (v != f->x[i])
-			bench_fail("kvs_ef_get(%zu) = %llu, not %llu", i,
+			bench_fail("kvsi_ef_get(%zu) = %llu, not %llu", i,
 			           (unsigned long long)v,
 			           (unsigned long long)f->x[i]);
 	}
@@ -129,34 +129,34 @@ static void verify(const fixture *f)
 		uint64_t t = f->targets[j];
 		size_t want = bench_lower_bound(f->x, N, t);
 		v = 0;
-		uint64_t got = kvs_ef_next_geq(&f->ef, t, &v);
+		uint64_t got = kvsi_ef_next_geq(&f->ef, t, &v);
 		if (got != want || v != f->x[want])
-			bench_fail("kvs_ef_next_geq(%llu) = %llu (value %llu), "
-			           "not %zu (value %llu)",
-			           (unsigned long long)t,
-			           (unsigned long long)got,
-			           (unsigned long long)v, want,
-			           (unsigned long long)f->x[want]);
+			bench_fail(
+			    "kvsi_ef_next_geq(%llu) = %llu (value %llu), "
+			    "not %zu (value %llu)",
+			    (unsigned long long)t, (unsigned long long)got,
+			    (unsigned long long)v, want,
+			    (unsigned long long)f->x[want]);
 	}
 	/* Past the end and at the ends. */
-	if (kvs_ef_next_geq(&f->ef, f->x[N - 1] + 1, NULL) != N ||
-	    kvs_ef_next_geq(&f->ef, 0, NULL) != 0 ||
-	    kvs_ef_get(&f->ef, N, &v) != KVS_E_RANGE)
-		bench_fail("kvs_ef_next_geq / kvs_ef_get wrong at the ends");
+	if (kvsi_ef_next_geq(&f->ef, f->x[N - 1] + 1, NULL) != N ||
+	    kvsi_ef_next_geq(&f->ef, 0, NULL) != 0 ||
+	    kvsi_ef_get(&f->ef, N, &v) != KVS_E_RANGE)
+		bench_fail("kvsi_ef_next_geq / kvsi_ef_get wrong at the ends");
 
-	kvs_ef_cursor c;
-	check(kvs_ef_cursor_seek(&c, &f->ef, 0), "kvs_ef_cursor_seek");
+	kvsi_ef_cursor c;
+	check(kvsi_ef_cursor_seek(&c, &f->ef, 0), "kvsi_ef_cursor_seek");
 	size_t i = 0;
-	for (; kvs_ef_cursor_valid(&c); kvs_ef_cursor_next(&c), i++)
+	for (; kvsi_ef_cursor_valid(&c); kvsi_ef_cursor_next(&c), i++)
 		if (i >= N || c.index != i || c.value != f->x[i])
 			bench_fail("the cursor is wrong at index %zu", i);
 	if (i != N)
 		bench_fail("the cursor stopped after %zu elements", i);
 
 	if (run_build(f) != N || memcmp(f->scratch, f->data, f->size) != 0)
-		bench_fail("a second kvs_ef_build gave other bytes");
+		bench_fail("a second kvsi_ef_build gave other bytes");
 	if (run_validate(f) != N)
-		bench_fail("kvs_ef_validate refused the sequence");
+		bench_fail("kvsi_ef_validate refused the sequence");
 }
 
 /* ---- observations ------------------------------------------------------- */
@@ -195,14 +195,14 @@ int main(int argc, char **argv)
 	bench_ef_indices(f.indices, Q, N);
 	bench_ef_targets(f.targets, Q, f.x[N - 1]);
 
-	check(kvs_ef_size(N, f.x[N - 1], &f.size), "kvs_ef_size");
+	check(kvsi_ef_size(N, f.x[N - 1], &f.size), "kvsi_ef_size");
 	f.data = bench_alloc(f.size);
 	f.scratch = bench_alloc(f.size);
 	memset(f.scratch, 0, f.size);
-	check(kvs_ef_build(f.x, N, f.data, f.size), "kvs_ef_build");
-	check(kvs_ef_open(&f.ef, f.data, f.size), "kvs_ef_open");
-	check(kvs_ef_validate(&f.ef), "kvs_ef_validate");
-	kvs_ef_set_portable(&f.ef, strcmp(o.variant, "kvseg-portable") == 0);
+	check(kvsi_ef_build(f.x, N, f.data, f.size), "kvsi_ef_build");
+	check(kvsi_ef_open(&f.ef, f.data, f.size), "kvsi_ef_open");
+	check(kvsi_ef_validate(&f.ef), "kvsi_ef_validate");
+	kvsi_ef_set_portable(&f.ef, strcmp(o.variant, "kvseg-portable") == 0);
 	verify(&f);
 
 	if (strcmp(o.workload, "space") == 0) {

@@ -14,7 +14,7 @@
  *                    select_1 walk is access-seq.
  *   build            sd_vector_builder over the sequence, the sd_vector
  *                    made from it and its select_1 and rank_1 supports (as
- *                    kvs_ef_build's output holds its select samples), per
+ *                    kvsi_ef_build's output holds its select samples), per
  *                    element
  *   space            no timing: size_in_bytes of the sd_vector (low, high
  *                    and its two select supports) + select_1 + rank_1

@@ -8,7 +8,7 @@
  * Every process first writes the workload's fixture to a segment in its own
  * temporary directory (kvs_writer, KVS_WRITER_NO_SYNC) and opens it with
  * kvs_segment_open (mmap). Workloads (bench/README.md lists the fixtures):
- *   frames-F   kvs_segment_scan_frames over the whole segment
+ *   frames-F   kvsi_segment_scan_frames over the whole segment
  *   cursor-F   kvs_cursor_first, then kvs_cursor_next to the end, adding
  *              each key's last byte and bit length to a checksum
  *   records-F  the same, plus kvs_cursor_value for every record, adding
@@ -60,10 +60,10 @@ static void verify_segment(kvs_segment *seg, const bench_seg_data *d, int typed)
 	bench_kvs_check_info(&info, d, typed, "segment info");
 
 	uint64_t frames = 0;
-	bench_kvs_check(kvs_segment_scan_frames(seg, &frames), NULL,
-	                "kvs_segment_scan_frames");
+	bench_kvs_check(kvsi_segment_scan_frames(seg, &frames), NULL,
+	                "kvsi_segment_scan_frames");
 	if (frames != d->n)
-		bench_fail("kvs_segment_scan_frames saw %llu records, not %zu",
+		bench_fail("kvsi_segment_scan_frames saw %llu records, not %zu",
 		           (unsigned long long)frames, d->n);
 
 	kvs_cursor *c = NULL;
@@ -167,9 +167,9 @@ static double observe_frames(void *ctx)
 	const run *r = ctx;
 	uint64_t records = 0;
 	uint64_t t0 = bench_now_ns();
-	kvs_status st = kvs_segment_scan_frames(r->seg, &records);
+	kvs_status st = kvsi_segment_scan_frames(r->seg, &records);
 	uint64_t t1 = bench_now_ns();
-	bench_kvs_check(st, NULL, "kvs_segment_scan_frames");
+	bench_kvs_check(st, NULL, "kvsi_segment_scan_frames");
 	bench_seg_expect(0, records, r->expected, r->count);
 	return per(t0, t1, r->d->n);
 }

@@ -18,6 +18,9 @@ Examples (bench/README.md has more):
   bench/run.py build/bench/bench_codes
   bench/run.py --variant kvseg=build/bench/bench_ef \\
                --variant sdsl=build/bench/bench_ef_sdsl --baseline kvseg
+  bench/run.py --variant typed-byte@old=../old/build/bench/bench_merge \\
+               --variant typed-byte@new=build/bench/bench_merge \\
+               --baseline typed-byte@old
   bench/run.py --summarize bench/results/ef-20260101T000000Z.csv \\
                --baseline kvseg
 
@@ -74,6 +77,13 @@ class Program:
             die(f"{path} --list printed no bench, workloads or variants")
 
 
+def program_variant(name):
+    """The program's own name of variant NAME or NAME@TAG: a tag tells
+    apart the same variant of two builds (typed-byte@old=old/bench_merge,
+    typed-byte@new=new/bench_merge), which then run paired in one run."""
+    return name.partition("@")[0]
+
+
 def resolve(args):
     """Returns the bench name, [(variant, Program)] and the workloads."""
     programs = {}
@@ -102,8 +112,9 @@ def resolve(args):
     if len(set(names)) != len(names):
         die(f"a variant is named twice: {' '.join(names)}")
     for name, p in variants:
-        if name not in p.variants:
-            die(f"{p.path} does not offer variant '{name}' here "
+        if program_variant(name) not in p.variants:
+            die(f"{p.path} does not offer variant "
+                f"'{program_variant(name)}' here "
                 f"(it offers: {' '.join(p.variants)})")
     benches = {p.bench for p in programs.values()}
     if len(benches) != 1:
@@ -291,7 +302,8 @@ def fresh_copy(program, tmpdir, process):
 def run_one(run, args, bench, writer, tmpdir):
     exe = fresh_copy(run["program"], tmpdir, run["process"])
     cmd = [str(exe), "--workload", run["workload"],
-           "--variant", run["variant"], "--warmups", str(args.warmups),
+           "--variant", program_variant(run["variant"]),
+           "--warmups", str(args.warmups),
            "--iterations", str(args.iterations),
            "--process", str(run["process"])]
     pin = None
@@ -315,7 +327,8 @@ def run_one(run, args, bench, writer, tmpdir):
     if not rows or rows[0] != HEADER:
         die(f"process {run['process']} printed no CSV header: "
             f"{' '.join(cmd)}")
-    expect = [bench, run["workload"], run["variant"], str(run["process"])]
+    expect = [bench, run["workload"], program_variant(run["variant"]),
+              str(run["process"])]
     measured = 0
     for row in rows[1:]:
         if len(row) != len(HEADER) or row[:4] != expect or \
@@ -326,6 +339,7 @@ def run_one(run, args, bench, writer, tmpdir):
         except ValueError:
             die(f"process {run['process']} printed a bad value: {row}")
         measured += row[5] == "0"
+        row[2] = run["variant"]
         writer.writerow(row)
     if measured == 0:
         die(f"process {run['process']} printed no measured row")
@@ -579,9 +593,12 @@ def main():
     ap.add_argument("program", nargs="?",
                     help="benchmark program; without --variant, all the "
                          "variants it offers are run")
-    ap.add_argument("--variant", action="append", metavar="NAME[=PROGRAM]",
+    ap.add_argument("--variant", action="append",
+                    metavar="NAME[@TAG][=PROGRAM]",
                     help="a variant to run, from PROGRAM (default: the "
-                         "positional program); repeat for each variant")
+                         "positional program); repeat for each variant. "
+                         "NAME@TAG runs the program's variant NAME under "
+                         "the name NAME@TAG, to pair two builds")
     ap.add_argument("--workload", action="append", metavar="NAME",
                     help="run only this workload (repeatable; default all)")
     ap.add_argument("-p", "--processes", type=int, default=3,

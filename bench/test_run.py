@@ -155,6 +155,30 @@ class Cpu(unittest.TestCase):
         free = str(len(os.sched_getaffinity(0)))
         self.assertEqual(self.run_fake(), [free, free])
 
+    def test_tagged_variants_of_two_programs_run_paired(self):
+        with tempfile.TemporaryDirectory() as d:
+            progs = []
+            for tag in ("old", "new"):
+                prog = os.path.join(d, tag, "fake")
+                os.mkdir(os.path.dirname(prog))
+                with open(prog, "w") as f:
+                    f.write(FAKE)
+                os.chmod(prog, 0o755)
+                progs.append(prog)
+            out = os.path.join(d, "out.csv")
+            sys.argv = ["run.py", "-p", "2", "-w", "0", "-n", "1",
+                        "--csv", out, "--variant", "v@old=" + progs[0],
+                        "--variant", "v@new=" + progs[1],
+                        "--baseline", "v@old"]
+            run.main()
+            rows = run.read_csv(out)
+            # rounds rotate: old/new, then new/old; processes 1..4
+            self.assertEqual([(r["variant"], r["process"]) for r in rows],
+                             [("v@old", "1"), ("v@new", "2"),
+                              ("v@new", "3"), ("v@old", "4")])
+        with self.assertRaises(SystemExit):
+            self.run_fake("--variant", "w@old")
+
     def test_cpu_not_allowed_is_an_error(self):
         with self.assertRaises(SystemExit) as e:
             self.run_fake("--cpu", str(max(os.sched_getaffinity(0)) + 1))

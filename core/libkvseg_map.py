@@ -3,7 +3,7 @@
 
 The public headers mark each function of the API with KVS_API; the shared
 library exports exactly those names and nothing else (`local: *`): not the
-seg_* helpers the core's files share, nor the codec functions of
+kvsi_ helpers the core's files share, nor the codec functions of
 core/internal/, nor the ifuncs and resolvers of multiversioned functions, which GCC
 exports even under -fvisibility=hidden. The
 list is made from the headers at build time, so a function added to them

@@ -305,7 +305,7 @@ static void put_le(bytes *b, uint64_t v, unsigned n)
 
 static void put_crc(bytes *b)
 {
-	put_le(b, kvs_crc32c(0, b->d, b->len), 4);
+	put_le(b, kvsi_crc32c(0, b->d, b->len), 4);
 }
 
 static void ref_header(bytes *b, uint32_t version, uint64_t gen, uint32_t count)

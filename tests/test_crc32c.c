@@ -1,8 +1,8 @@
 /*
  * test_crc32c.c — CRC32C (Castagnoli) against an independent oracle.
  *
- * What it proves: kvs_crc32c (the run-time dispatch), kvs_crc32c_portable
- * and, when the CPU has it, kvs_crc32c_hw all compute the standard CRC32C
+ * What it proves: kvsi_crc32c (the run-time dispatch), kvsi_crc32c_portable
+ * and, when the CPU has it, kvsi_crc32c_hw all compute the standard CRC32C
  * (reflected polynomial 0x82F63B78, init ~0, final xor ~0) for every length
  * 0..2048 at every start alignment 0..15, for large lengths around every
  * block size an implementation is likely to use (8, 24, 64, 256, 768, 8 KiB,
@@ -76,22 +76,22 @@ static int setup_impls(void **state)
 {
 	(void)state;
 	n_impls = 0;
-	impls[n_impls++] = (impl){"kvs_crc32c", kvs_crc32c};
-	impls[n_impls++] = (impl){"kvs_crc32c_portable", kvs_crc32c_portable};
-	if (kvs_crc32c_hw_available()) {
-		impls[n_impls++] = (impl){"kvs_crc32c_hw", kvs_crc32c_hw};
+	impls[n_impls++] = (impl){"kvsi_crc32c", kvsi_crc32c};
+	impls[n_impls++] = (impl){"kvsi_crc32c_portable", kvsi_crc32c_portable};
+	if (kvsi_crc32c_hw_available()) {
+		impls[n_impls++] = (impl){"kvsi_crc32c_hw", kvsi_crc32c_hw};
 		printf("[ INFO     ] hardware CRC32C available: testing "
 		       "dispatch, portable and hw\n");
 	} else {
 		printf("[ INFO     ] hardware CRC32C NOT available on this "
-		       "CPU/build: kvs_crc32c_hw is not tested; testing "
+		       "CPU/build: kvsi_crc32c_hw is not tested; testing "
 		       "dispatch and portable only\n");
 	}
 #if defined(__x86_64__) || defined(__i386__)
 	__builtin_cpu_init();
-	if (__builtin_cpu_supports("sse4.2") && !kvs_crc32c_hw_available())
+	if (__builtin_cpu_supports("sse4.2") && !kvsi_crc32c_hw_available())
 		printf("[ NOTE     ] the CPU has SSE4.2 but "
-		       "kvs_crc32c_hw_available() is false\n");
+		       "kvsi_crc32c_hw_available() is false\n");
 #endif
 	printf("[ INFO     ] seed 0x%016" PRIx64 "\n", (uint64_t)SEED);
 	return 0;
@@ -588,7 +588,7 @@ static void test_huge_lengths(void **state)
 			reg = ref_step(reg, d[i]);
 		uint32_t want = ~reg;
 		for (size_t k = 0; k < n_impls; k++) {
-			if (impls[k].fn == kvs_crc32c_portable &&
+			if (impls[k].fn == kvsi_crc32c_portable &&
 			    !cases[c].portable)
 				continue;
 			CHECK_CRC(impls[k].fn(0, d, len), want,
@@ -598,9 +598,9 @@ static void test_huge_lengths(void **state)
 		}
 		/* Chained across a cut above 2^31 (dispatch only). */
 		size_t cut = len / 2 + 1;
-		uint32_t c1 = kvs_crc32c(0, d, cut);
-		CHECK_CRC(kvs_crc32c(c1, d + cut, len - cut), want,
-		          "kvs_crc32c, length %zu chained at %zu", len, cut);
+		uint32_t c1 = kvsi_crc32c(0, d, cut);
+		CHECK_CRC(kvsi_crc32c(c1, d + cut, len - cut), want,
+		          "kvsi_crc32c, length %zu chained at %zu", len, cut);
 		munmap(m, map_len);
 	}
 }

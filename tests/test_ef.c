@@ -7,23 +7,24 @@
  * at the top of the 64-bit universe, random sequences with duplicates,
  * every low-bit width 0..63, counts and zero counts around the 256-entry
  * sample boundaries, and sizes up to 2^20 elements:
- *   - kvs_ef_low_bits and kvs_ef_size follow the documented formula and
- *     layout; kvs_ef_build and the streaming builder write byte-identical
+ *   - kvsi_ef_low_bits and kvsi_ef_size follow the documented formula and
+ *     layout; kvsi_ef_build and the streaming builder write byte-identical
  *     output, which is exactly the documented layout (header, low array,
  *     upper array, one samples, zero samples; zero padding);
- *   - kvs_ef_open and kvs_ef_validate accept it; kvs_ef_get, kvs_ef_next_geq
- *     and the cursor (seek + next) answer as the plain sorted array does,
- *     both on the portable paths and on the accelerated ones;
+ *   - kvsi_ef_open and kvsi_ef_validate accept it; kvsi_ef_get,
+ *     kvsi_ef_next_geq and the cursor (seek + next) answer as the plain
+ *     sorted array does, both on the portable paths and on the
+ *     accelerated ones;
  *   - the builder reports order, range, count, max and space errors;
- *   - kvs_ef_open rejects every wrong length and every changed header
+ *   - kvsi_ef_open rejects every wrong length and every changed header
  *     field (or, for count/max changes that keep the size, validate does);
- *     kvs_ef_validate rejects every flipped upper bit, every changed sample
+ *     kvsi_ef_validate rejects every flipped upper bit, every changed sample
  *     and any nonzero padding bit, and accepts a flipped low bit exactly
  *     when the resulting sequence is still a valid one;
  *   - random byte/bit mutations of valid serializations, placed against a
  *     PROT_NONE page (after or before), never make get / next_geq / the
- *     cursor fault or read outside the data once kvs_ef_open has accepted
- *     them, even without kvs_ef_validate; and whatever kvs_ef_validate
+ *     cursor fault or read outside the data once kvsi_ef_open has accepted
+ *     them, even without kvsi_ef_validate; and whatever kvsi_ef_validate
  *     accepts is a canonical encoding whose queries agree with each other;
  *   - the serialized form works at every address alignment mod 8.
  *
@@ -166,35 +167,35 @@ static uint64_t *heap_copy(const uint64_t *v, uint64_t n)
 
 /* ---- queries against the array ------------------------------------------- */
 
-static void probe_next_geq(const kvs_ef *ef, const uint64_t *v, uint64_t n,
+static void probe_next_geq(const kvsi_ef *ef, const uint64_t *v, uint64_t n,
                            uint64_t x, bool null_value)
 {
 	uint64_t want = lower_bound_ref(v, n, x);
 	uint64_t val = 0xDEADBEEFDEADBEEFull;
-	uint64_t got = kvs_ef_next_geq(ef, x, null_value ? NULL : &val);
+	uint64_t got = kvsi_ef_next_geq(ef, x, null_value ? NULL : &val);
 	EXPECT_U64(got, want,
-	           "kvs_ef_next_geq(x = %" PRIu64 " / 0x%" PRIx64
+	           "kvsi_ef_next_geq(x = %" PRIu64 " / 0x%" PRIx64
 	           ") index (count %" PRIu64 ")",
 	           x, x, n);
 	if (!null_value && want < n)
 		EXPECT_U64(val, v[want],
-		           "kvs_ef_next_geq(x = %" PRIu64
+		           "kvsi_ef_next_geq(x = %" PRIu64
 		           ") value at index %" PRIu64,
 		           x, want);
 }
 
 /* Walks a cursor from index start, at most max_steps steps (or to the end
  * when max_steps is U64MAX), comparing with the array. */
-static void walk_cursor(const kvs_ef *ef, const uint64_t *v, uint64_t n,
+static void walk_cursor(const kvsi_ef *ef, const uint64_t *v, uint64_t n,
                         uint64_t start, uint64_t max_steps)
 {
-	kvs_ef_cursor c;
-	kvs_status st = kvs_ef_cursor_seek(&c, ef, start);
-	EXPECT_ST(st, KVS_OK, "kvs_ef_cursor_seek(%" PRIu64 "), count %" PRIu64,
-	          start, n);
+	kvsi_ef_cursor c;
+	kvs_status st = kvsi_ef_cursor_seek(&c, ef, start);
+	EXPECT_ST(st, KVS_OK,
+	          "kvsi_ef_cursor_seek(%" PRIu64 "), count %" PRIu64, start, n);
 	uint64_t i = start;
 	for (uint64_t steps = 0; i < n && steps < max_steps; steps++, i++) {
-		if (!kvs_ef_cursor_valid(&c))
+		if (!kvsi_ef_cursor_valid(&c))
 			FAILF("cursor from %" PRIu64
 			      " invalid at index %" PRIu64 " of %" PRIu64,
 			      start, i, n);
@@ -202,16 +203,16 @@ static void walk_cursor(const kvs_ef *ef, const uint64_t *v, uint64_t n,
 		EXPECT_U64(c.value, v[i],
 		           "cursor from %" PRIu64 ": value at index %" PRIu64,
 		           start, i);
-		kvs_ef_cursor_next(&c);
+		kvsi_ef_cursor_next(&c);
 	}
 	if (i == n) {
-		if (kvs_ef_cursor_valid(&c))
+		if (kvsi_ef_cursor_valid(&c))
 			FAILF("cursor from %" PRIu64 " still valid at the end"
 			      " (index %" PRIu64 ", count %" PRIu64 ")",
 			      start, c.index, n);
 		EXPECT_U64(c.index, n, "cursor index at the end");
-		kvs_ef_cursor_next(&c); /* stays at the end */
-		if (kvs_ef_cursor_valid(&c) || c.index != n)
+		kvsi_ef_cursor_next(&c); /* stays at the end */
+		if (kvsi_ef_cursor_valid(&c) || c.index != n)
 			FAILF("cursor moved past the end (index %" PRIu64 ")",
 			      c.index);
 	}
@@ -220,7 +221,7 @@ static void walk_cursor(const kvs_ef *ef, const uint64_t *v, uint64_t n,
 /* Compares every query with the array v[0..n). effort scales the number
  * of random probes and cursor seeks; effort 0 is a lighter check (no
  * seek at every index, fewer random probes) for the corruption loops. */
-static void check_queries(const kvs_ef *ef, const uint64_t *v, uint64_t n,
+static void check_queries(const kvsi_ef *ef, const uint64_t *v, uint64_t n,
                           unsigned effort)
 {
 	bool light = effort == 0;
@@ -233,9 +234,9 @@ static void check_queries(const kvs_ef *ef, const uint64_t *v, uint64_t n,
 	/* get */
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t x = ~(i ? v[i - 1] : 0);
-		kvs_status st = kvs_ef_get(ef, i, &x);
-		EXPECT_ST(st, KVS_OK, "kvs_ef_get(%" PRIu64 ")", i);
-		EXPECT_U64(x, v[i], "kvs_ef_get(%" PRIu64 ") of %" PRIu64, i,
+		kvs_status st = kvsi_ef_get(ef, i, &x);
+		EXPECT_ST(st, KVS_OK, "kvsi_ef_get(%" PRIu64 ")", i);
+		EXPECT_U64(x, v[i], "kvsi_ef_get(%" PRIu64 ") of %" PRIu64, i,
 		           n);
 	}
 	static const uint64_t beyond[] = {0,   1,          2,         255,
@@ -245,13 +246,13 @@ static void check_queries(const kvs_ef *ef, const uint64_t *v, uint64_t n,
 		uint64_t i = n + beyond[k];
 		if (i < n)
 			continue;
-		EXPECT_ST(kvs_ef_get(ef, i, &x), KVS_E_RANGE,
-		          "kvs_ef_get(%" PRIu64 "), count %" PRIu64, i, n);
+		EXPECT_ST(kvsi_ef_get(ef, i, &x), KVS_E_RANGE,
+		          "kvsi_ef_get(%" PRIu64 "), count %" PRIu64, i, n);
 	}
 	{
 		uint64_t x;
-		EXPECT_ST(kvs_ef_get(ef, U64MAX, &x), KVS_E_RANGE,
-		          "kvs_ef_get(2^64-1)");
+		EXPECT_ST(kvsi_ef_get(ef, U64MAX, &x), KVS_E_RANGE,
+		          "kvsi_ef_get(2^64-1)");
 	}
 
 	/* next_geq: every element value, its neighbours and its bucket's
@@ -303,15 +304,15 @@ static void check_queries(const kvs_ef *ef, const uint64_t *v, uint64_t n,
 	if (n <= 3000 && !light)
 		for (uint64_t i = 0; i <= n; i++)
 			walk_cursor(ef, v, n, i, 2);
-	kvs_ef_cursor c;
-	EXPECT_ST(kvs_ef_cursor_seek(&c, ef, n), KVS_OK,
-	          "kvs_ef_cursor_seek(count = %" PRIu64 ")", n);
-	if (kvs_ef_cursor_valid(&c))
-		FAILF("cursor valid after kvs_ef_cursor_seek(count)");
-	EXPECT_NOT_OK(kvs_ef_cursor_seek(&c, ef, n + 1),
-	              "kvs_ef_cursor_seek(count + 1 = %" PRIu64 ")", n + 1);
-	EXPECT_NOT_OK(kvs_ef_cursor_seek(&c, ef, U64MAX),
-	              "kvs_ef_cursor_seek(2^64-1)");
+	kvsi_ef_cursor c;
+	EXPECT_ST(kvsi_ef_cursor_seek(&c, ef, n), KVS_OK,
+	          "kvsi_ef_cursor_seek(count = %" PRIu64 ")", n);
+	if (kvsi_ef_cursor_valid(&c))
+		FAILF("cursor valid after kvsi_ef_cursor_seek(count)");
+	EXPECT_NOT_OK(kvsi_ef_cursor_seek(&c, ef, n + 1),
+	              "kvsi_ef_cursor_seek(count + 1 = %" PRIu64 ")", n + 1);
+	EXPECT_NOT_OK(kvsi_ef_cursor_seek(&c, ef, U64MAX),
+	              "kvsi_ef_cursor_seek(2^64-1)");
 }
 
 /* ---- the full check of one sequence ---------------------------------------
@@ -326,12 +327,12 @@ static void check_sequence(const char *name, const uint64_t *v_in, uint64_t n,
 	test_ef_layout L = test_ef_ref_layout(n, max);
 	uint64_t *v = heap_copy(v_in, n);
 
-	EXPECT_U64(kvs_ef_low_bits(n, max), L.l,
-	           "kvs_ef_low_bits(%" PRIu64 ", %" PRIu64 ")", n, max);
+	EXPECT_U64(kvsi_ef_low_bits(n, max), L.l,
+	           "kvsi_ef_low_bits(%" PRIu64 ", %" PRIu64 ")", n, max);
 	size_t sz = 0;
-	EXPECT_ST(kvs_ef_size(n, max, &sz), KVS_OK, "kvs_ef_size");
+	EXPECT_ST(kvsi_ef_size(n, max, &sz), KVS_OK, "kvsi_ef_size");
 	EXPECT_U64(sz, L.size,
-	           "kvs_ef_size(%" PRIu64 ", %" PRIu64 ") vs the layout", n,
+	           "kvsi_ef_size(%" PRIu64 ", %" PRIu64 ") vs the layout", n,
 	           max);
 
 	guarded gb = {0}, gs = {0};
@@ -340,11 +341,11 @@ static void check_sequence(const char *name, const uint64_t *v_in, uint64_t n,
 	memset(gb.data, 0xA5, sz);
 	memset(gs.data, 0x5A, sz);
 
-	EXPECT_ST(kvs_ef_build(v, n, gb.data, sz), KVS_OK, "kvs_ef_build");
+	EXPECT_ST(kvsi_ef_build(v, n, gb.data, sz), KVS_OK, "kvsi_ef_build");
 
-	kvs_ef_builder b;
-	EXPECT_ST(kvs_ef_builder_init(&b, n, max, gs.data, sz), KVS_OK,
-	          "kvs_ef_builder_init");
+	kvsi_ef_builder b;
+	EXPECT_ST(kvsi_ef_builder_init(&b, n, max, gs.data, sz), KVS_OK,
+	          "kvsi_ef_builder_init");
 	/* one push or push_n of 0 to 300 values at a time: the words being
 	 * filled end and resume anywhere */
 	for (uint64_t i = 0; i < n;) {
@@ -352,24 +353,24 @@ static void check_sequence(const char *name, const uint64_t *v_in, uint64_t n,
 		if (k > n - i)
 			k = n - i;
 		if (k == 301)
-			EXPECT_ST(kvs_ef_builder_push(&b, v[i]), KVS_OK,
-			          "kvs_ef_builder_push(%" PRIu64
+			EXPECT_ST(kvsi_ef_builder_push(&b, v[i]), KVS_OK,
+			          "kvsi_ef_builder_push(%" PRIu64
 			          ") at index %" PRIu64,
 			          v[i], i);
 		else
-			EXPECT_ST(kvs_ef_builder_push_n(&b, v + i, (size_t)k),
+			EXPECT_ST(kvsi_ef_builder_push_n(&b, v + i, (size_t)k),
 			          KVS_OK,
-			          "kvs_ef_builder_push_n of %" PRIu64
+			          "kvsi_ef_builder_push_n of %" PRIu64
 			          " values at index %" PRIu64,
 			          k, i);
 		i += k == 301 ? 1 : k;
 	}
-	EXPECT_ST(kvs_ef_builder_finish(&b), KVS_OK, "kvs_ef_builder_finish");
+	EXPECT_ST(kvsi_ef_builder_finish(&b), KVS_OK, "kvsi_ef_builder_finish");
 	if (memcmp(gb.data, gs.data, sz) != 0) {
 		size_t k = 0;
 		while (gb.data[k] == gs.data[k])
 			k++;
-		FAILF("kvs_ef_build and the streaming builder differ at byte "
+		FAILF("kvsi_ef_build and the streaming builder differ at byte "
 		      "%zu (%s) of %zu: 0x%02x vs 0x%02x",
 		      k, section_of(&L, k), sz, gb.data[k], gs.data[k]);
 	}
@@ -389,14 +390,14 @@ static void check_sequence(const char *name, const uint64_t *v_in, uint64_t n,
 	}
 	free(ref);
 
-	kvs_ef ef;
+	kvsi_ef ef;
 	g_mode = "open";
-	EXPECT_ST(kvs_ef_open(&ef, gb.data, sz), KVS_OK, "kvs_ef_open");
-	EXPECT_ST(kvs_ef_validate(&ef), KVS_OK, "kvs_ef_validate");
+	EXPECT_ST(kvsi_ef_open(&ef, gb.data, sz), KVS_OK, "kvsi_ef_open");
+	EXPECT_ST(kvsi_ef_validate(&ef), KVS_OK, "kvsi_ef_validate");
 	for (int mode = 0; mode < 2; mode++) {
-		kvs_ef_set_portable(&ef, mode == 0);
+		kvsi_ef_set_portable(&ef, mode == 0);
 		g_mode = mode == 0 ? "portable" : "accelerated";
-		EXPECT_ST(kvs_ef_validate(&ef), KVS_OK, "kvs_ef_validate");
+		EXPECT_ST(kvsi_ef_validate(&ef), KVS_OK, "kvsi_ef_validate");
 		check_queries(&ef, v, n, effort);
 	}
 	guarded_free(&gs);
@@ -442,7 +443,7 @@ static uint64_t *gen_fill(uint64_t n, uint64_t first, uint64_t step)
 static void test_low_bits_formula(void **state)
 {
 	(void)state;
-	g_seq = "kvs_ef_low_bits";
+	g_seq = "kvsi_ef_low_bits";
 	static const struct {
 		uint64_t n, max;
 		unsigned l;
@@ -471,38 +472,38 @@ static void test_low_bits_formula(void **state)
 	for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) {
 		assert_int_equal(test_ef_ref_low_bits(known[k].n, known[k].max),
 		                 known[k].l);
-		EXPECT_U64(kvs_ef_low_bits(known[k].n, known[k].max),
+		EXPECT_U64(kvsi_ef_low_bits(known[k].n, known[k].max),
 		           known[k].l,
-		           "kvs_ef_low_bits(%" PRIu64 ", %" PRIu64 ")",
+		           "kvsi_ef_low_bits(%" PRIu64 ", %" PRIu64 ")",
 		           known[k].n, known[k].max);
 	}
 	for (int t = 0; t < 100000; t++) {
 		uint64_t n = test_rng_wide(&g_rng), max = test_rng_wide(&g_rng);
-		EXPECT_U64(kvs_ef_low_bits(n, max),
-		           test_ef_ref_low_bits(n, max),
-		           "kvs_ef_low_bits(%" PRIu64 ", %" PRIu64 ")", n, max);
+		EXPECT_U64(
+		    kvsi_ef_low_bits(n, max), test_ef_ref_low_bits(n, max),
+		    "kvsi_ef_low_bits(%" PRIu64 ", %" PRIu64 ")", n, max);
 	}
 }
 
 static void test_size_limits(void **state)
 {
 	(void)state;
-	g_seq = "kvs_ef_size limits";
+	g_seq = "kvsi_ef_size limits";
 	size_t sz;
 	static const uint64_t maxes[] = {0, 1, 1ull << 48, 1ull << 62, U64MAX};
 	for (size_t k = 0; k < sizeof maxes / sizeof maxes[0]; k++) {
 		uint64_t max = maxes[k];
-		EXPECT_ST(kvs_ef_size(KVS_EF_MAX_COUNT, max, &sz), KVS_OK,
-		          "kvs_ef_size(KVS_EF_MAX_COUNT, %" PRIu64 ")", max);
+		EXPECT_ST(kvsi_ef_size(KVS_EF_MAX_COUNT, max, &sz), KVS_OK,
+		          "kvsi_ef_size(KVS_EF_MAX_COUNT, %" PRIu64 ")", max);
 		EXPECT_U64(sz, test_ef_ref_layout(KVS_EF_MAX_COUNT, max).size,
-		           "kvs_ef_size(KVS_EF_MAX_COUNT, %" PRIu64 ")", max);
+		           "kvsi_ef_size(KVS_EF_MAX_COUNT, %" PRIu64 ")", max);
 		EXPECT_ST(
-		    kvs_ef_size(KVS_EF_MAX_COUNT + 1, max, &sz), KVS_E_RANGE,
-		    "kvs_ef_size(KVS_EF_MAX_COUNT + 1, %" PRIu64 ")", max);
-		EXPECT_ST(kvs_ef_size(1ull << 63, max, &sz), KVS_E_RANGE,
-		          "kvs_ef_size(2^63, %" PRIu64 ")", max);
-		EXPECT_ST(kvs_ef_size(U64MAX, max, &sz), KVS_E_RANGE,
-		          "kvs_ef_size(2^64-1, %" PRIu64 ")", max);
+		    kvsi_ef_size(KVS_EF_MAX_COUNT + 1, max, &sz), KVS_E_RANGE,
+		    "kvsi_ef_size(KVS_EF_MAX_COUNT + 1, %" PRIu64 ")", max);
+		EXPECT_ST(kvsi_ef_size(1ull << 63, max, &sz), KVS_E_RANGE,
+		          "kvsi_ef_size(2^63, %" PRIu64 ")", max);
+		EXPECT_ST(kvsi_ef_size(U64MAX, max, &sz), KVS_E_RANGE,
+		          "kvsi_ef_size(2^64-1, %" PRIu64 ")", max);
 	}
 	for (int t = 0; t < 10000; t++) {
 		uint64_t n = test_rng_below(&g_rng, KVS_EF_MAX_COUNT + 1);
@@ -511,10 +512,10 @@ static void test_size_limits(void **state)
 		uint64_t max = test_rng_wide(&g_rng);
 		if (n == 0)
 			max = 0;
-		EXPECT_ST(kvs_ef_size(n, max, &sz), KVS_OK,
-		          "kvs_ef_size(%" PRIu64 ", %" PRIu64 ")", n, max);
+		EXPECT_ST(kvsi_ef_size(n, max, &sz), KVS_OK,
+		          "kvsi_ef_size(%" PRIu64 ", %" PRIu64 ")", n, max);
 		EXPECT_U64(sz, test_ef_ref_layout(n, max).size,
-		           "kvs_ef_size(%" PRIu64 ", %" PRIu64 ")", n, max);
+		           "kvsi_ef_size(%" PRIu64 ", %" PRIu64 ")", n, max);
 	}
 }
 
@@ -526,16 +527,17 @@ static void test_empty(void **state)
 	/* The builder with nothing to push. */
 	g_seq = "empty builder";
 	uint8_t out[KVS_EF_HEADER_BYTES];
-	kvs_ef_builder b;
-	EXPECT_ST(kvs_ef_builder_init(&b, 0, 0, out, sizeof out), KVS_OK,
+	kvsi_ef_builder b;
+	EXPECT_ST(kvsi_ef_builder_init(&b, 0, 0, out, sizeof out), KVS_OK,
 	          "init(0, 0)");
-	EXPECT_ST(kvs_ef_builder_push(&b, 0), KVS_E_RANGE, "push onto count 0");
-	EXPECT_ST(kvs_ef_builder_finish(&b), KVS_OK, "finish(count 0)");
-	kvs_ef ef;
-	EXPECT_ST(kvs_ef_open(&ef, out, sizeof out), KVS_OK, "open");
-	EXPECT_ST(kvs_ef_validate(&ef), KVS_OK, "validate");
-	EXPECT_U64(kvs_ef_next_geq(&ef, 0, NULL), 0, "next_geq(0)");
-	EXPECT_U64(kvs_ef_next_geq(&ef, U64MAX, NULL), 0, "next_geq(max)");
+	EXPECT_ST(kvsi_ef_builder_push(&b, 0), KVS_E_RANGE,
+	          "push onto count 0");
+	EXPECT_ST(kvsi_ef_builder_finish(&b), KVS_OK, "finish(count 0)");
+	kvsi_ef ef;
+	EXPECT_ST(kvsi_ef_open(&ef, out, sizeof out), KVS_OK, "open");
+	EXPECT_ST(kvsi_ef_validate(&ef), KVS_OK, "validate");
+	EXPECT_U64(kvsi_ef_next_geq(&ef, 0, NULL), 0, "next_geq(0)");
+	EXPECT_U64(kvsi_ef_next_geq(&ef, U64MAX, NULL), 0, "next_geq(max)");
 }
 
 static void test_single_element(void **state)
@@ -885,33 +887,33 @@ static void test_builder_errors(void **state)
 	(void)state;
 	g_seq = "builder errors";
 	g_mode = "build";
-	kvs_ef_builder b;
+	kvsi_ef_builder b;
 	size_t sz;
 	const uint64_t want[] = {10, 10, 50, 60, 100};
-	EXPECT_ST(kvs_ef_size(5, 100, &sz), KVS_OK, "size");
+	EXPECT_ST(kvsi_ef_size(5, 100, &sz), KVS_OK, "size");
 	uint8_t *out = calloc(1, sz + 64), *ref = calloc(1, sz);
 	assert_non_null(out);
 	assert_non_null(ref);
 	ref_encode(want, 5, ref);
 
 	/* Order and range errors leave the builder usable. */
-	EXPECT_ST(kvs_ef_builder_init(&b, 5, 100, out, sz), KVS_OK, "init");
-	EXPECT_ST(kvs_ef_builder_push(&b, 101), KVS_E_ORDER,
+	EXPECT_ST(kvsi_ef_builder_init(&b, 5, 100, out, sz), KVS_OK, "init");
+	EXPECT_ST(kvsi_ef_builder_push(&b, 101), KVS_E_ORDER,
 	          "first push above max");
-	EXPECT_ST(kvs_ef_builder_push(&b, U64MAX), KVS_E_ORDER,
+	EXPECT_ST(kvsi_ef_builder_push(&b, U64MAX), KVS_E_ORDER,
 	          "first push 2^64-1 above max");
-	EXPECT_ST(kvs_ef_builder_push(&b, 10), KVS_OK, "push 10");
-	EXPECT_ST(kvs_ef_builder_push(&b, 9), KVS_E_ORDER, "push 9 after 10");
-	EXPECT_ST(kvs_ef_builder_push(&b, 0), KVS_E_ORDER, "push 0 after 10");
-	EXPECT_ST(kvs_ef_builder_push(&b, 10), KVS_OK, "push 10 again");
-	EXPECT_ST(kvs_ef_builder_push(&b, 50), KVS_OK, "push 50");
-	EXPECT_ST(kvs_ef_builder_push(&b, 101), KVS_E_ORDER, "push above max");
-	EXPECT_ST(kvs_ef_builder_push(&b, 60), KVS_OK, "push 60");
-	EXPECT_ST(kvs_ef_builder_push(&b, 100), KVS_OK, "push 100");
-	EXPECT_ST(kvs_ef_builder_push(&b, 100), KVS_E_RANGE, "sixth push");
-	EXPECT_ST(kvs_ef_builder_push(&b, 101), KVS_E_RANGE,
+	EXPECT_ST(kvsi_ef_builder_push(&b, 10), KVS_OK, "push 10");
+	EXPECT_ST(kvsi_ef_builder_push(&b, 9), KVS_E_ORDER, "push 9 after 10");
+	EXPECT_ST(kvsi_ef_builder_push(&b, 0), KVS_E_ORDER, "push 0 after 10");
+	EXPECT_ST(kvsi_ef_builder_push(&b, 10), KVS_OK, "push 10 again");
+	EXPECT_ST(kvsi_ef_builder_push(&b, 50), KVS_OK, "push 50");
+	EXPECT_ST(kvsi_ef_builder_push(&b, 101), KVS_E_ORDER, "push above max");
+	EXPECT_ST(kvsi_ef_builder_push(&b, 60), KVS_OK, "push 60");
+	EXPECT_ST(kvsi_ef_builder_push(&b, 100), KVS_OK, "push 100");
+	EXPECT_ST(kvsi_ef_builder_push(&b, 100), KVS_E_RANGE, "sixth push");
+	EXPECT_ST(kvsi_ef_builder_push(&b, 101), KVS_E_RANGE,
 	          "sixth push, above max");
-	EXPECT_ST(kvs_ef_builder_finish(&b), KVS_OK, "finish");
+	EXPECT_ST(kvsi_ef_builder_finish(&b), KVS_OK, "finish");
 	if (memcmp(out, ref, sz) != 0)
 		FAILF("a builder that saw failed pushes wrote other bytes "
 		      "than for {10, 10, 50, 60, 100}");
@@ -920,93 +922,94 @@ static void test_builder_errors(void **state)
 	 * before it appended */
 	const uint64_t bad_order[] = {10, 10, 9, 50}, bad_max[] = {50, 101},
 	               tail[] = {60, 100, 100};
-	EXPECT_ST(kvs_ef_builder_init(&b, 5, 100, out, sz), KVS_OK, "init");
-	EXPECT_ST(kvs_ef_builder_push_n(&b, bad_order, 4), KVS_E_ORDER,
+	EXPECT_ST(kvsi_ef_builder_init(&b, 5, 100, out, sz), KVS_OK, "init");
+	EXPECT_ST(kvsi_ef_builder_push_n(&b, bad_order, 4), KVS_E_ORDER,
 	          "push_n of 10, 10, 9, 50");
 	EXPECT_U64(b.pushed, 2, "values pushed before the 9");
-	EXPECT_ST(kvs_ef_builder_push_n(&b, bad_max, 2), KVS_E_ORDER,
+	EXPECT_ST(kvsi_ef_builder_push_n(&b, bad_max, 2), KVS_E_ORDER,
 	          "push_n of 50, 101");
 	EXPECT_U64(b.pushed, 3, "values pushed before the 101");
-	EXPECT_ST(kvs_ef_builder_push_n(&b, tail, 0), KVS_OK, "push_n of none");
-	EXPECT_ST(kvs_ef_builder_push_n(&b, tail, 3), KVS_E_RANGE,
+	EXPECT_ST(kvsi_ef_builder_push_n(&b, tail, 0), KVS_OK,
+	          "push_n of none");
+	EXPECT_ST(kvsi_ef_builder_push_n(&b, tail, 3), KVS_E_RANGE,
 	          "push_n of 60, 100, 100 with two left");
 	EXPECT_U64(b.pushed, 5, "values pushed before the sixth");
-	EXPECT_ST(kvs_ef_builder_finish(&b), KVS_OK, "finish");
+	EXPECT_ST(kvsi_ef_builder_finish(&b), KVS_OK, "finish");
 	if (memcmp(out, ref, sz) != 0)
 		FAILF("a builder that saw failed push_n calls wrote other "
 		      "bytes than for {10, 10, 50, 60, 100}");
 
 	/* Fewer pushes than count. */
-	EXPECT_ST(kvs_ef_builder_init(&b, 5, 100, out, sz), KVS_OK, "init");
-	EXPECT_ST(kvs_ef_builder_finish(&b), KVS_E_INVAL, "finish after 0");
-	EXPECT_ST(kvs_ef_builder_init(&b, 5, 100, out, sz), KVS_OK, "init");
+	EXPECT_ST(kvsi_ef_builder_init(&b, 5, 100, out, sz), KVS_OK, "init");
+	EXPECT_ST(kvsi_ef_builder_finish(&b), KVS_E_INVAL, "finish after 0");
+	EXPECT_ST(kvsi_ef_builder_init(&b, 5, 100, out, sz), KVS_OK, "init");
 	for (int i = 0; i < 4; i++)
-		EXPECT_ST(kvs_ef_builder_push(&b, want[i]), KVS_OK, "push");
-	EXPECT_ST(kvs_ef_builder_finish(&b), KVS_E_INVAL, "finish after 4");
+		EXPECT_ST(kvsi_ef_builder_push(&b, want[i]), KVS_OK, "push");
+	EXPECT_ST(kvsi_ef_builder_finish(&b), KVS_E_INVAL, "finish after 4");
 	/* count values, the last below max. */
-	EXPECT_ST(kvs_ef_builder_init(&b, 5, 100, out, sz), KVS_OK, "init");
+	EXPECT_ST(kvsi_ef_builder_init(&b, 5, 100, out, sz), KVS_OK, "init");
 	for (int i = 0; i < 4; i++)
-		EXPECT_ST(kvs_ef_builder_push(&b, want[i]), KVS_OK, "push");
-	EXPECT_ST(kvs_ef_builder_push(&b, 99), KVS_OK, "push 99");
-	EXPECT_ST(kvs_ef_builder_finish(&b), KVS_E_INVAL,
+		EXPECT_ST(kvsi_ef_builder_push(&b, want[i]), KVS_OK, "push");
+	EXPECT_ST(kvsi_ef_builder_push(&b, 99), KVS_OK, "push 99");
+	EXPECT_ST(kvsi_ef_builder_finish(&b), KVS_E_INVAL,
 	          "finish, last 99 "
 	          "!= max 100");
 
 	/* Space. */
 	for (size_t len = 0; len < sz; len++)
-		EXPECT_ST(kvs_ef_builder_init(&b, 5, 100, out, len),
+		EXPECT_ST(kvsi_ef_builder_init(&b, 5, 100, out, len),
 		          KVS_E_NOSPACE, "init with out_len %zu < %zu", len,
 		          sz);
 	for (size_t len = 0; len < sz; len += 7)
-		EXPECT_ST(kvs_ef_build(want, 5, out, len), KVS_E_NOSPACE,
-		          "kvs_ef_build with out_len %zu < %zu", len, sz);
+		EXPECT_ST(kvsi_ef_build(want, 5, out, len), KVS_E_NOSPACE,
+		          "kvsi_ef_build with out_len %zu < %zu", len, sz);
 	/* A larger region is fine and the first sz bytes are the same. */
 	memset(out, 0xEE, sz + 64);
-	EXPECT_ST(kvs_ef_builder_init(&b, 5, 100, out, sz + 64), KVS_OK,
+	EXPECT_ST(kvsi_ef_builder_init(&b, 5, 100, out, sz + 64), KVS_OK,
 	          "init with a larger region");
 	for (int i = 0; i < 5; i++)
-		EXPECT_ST(kvs_ef_builder_push(&b, want[i]), KVS_OK, "push");
-	EXPECT_ST(kvs_ef_builder_finish(&b), KVS_OK, "finish");
+		EXPECT_ST(kvsi_ef_builder_push(&b, want[i]), KVS_OK, "push");
+	EXPECT_ST(kvsi_ef_builder_finish(&b), KVS_OK, "finish");
 	if (memcmp(out, ref, sz) != 0)
 		FAILF("builder output in a larger region differs");
 	memset(out, 0xEE, sz + 64);
-	EXPECT_ST(kvs_ef_build(want, 5, out, sz + 64), KVS_OK,
-	          "kvs_ef_build into a larger region");
+	EXPECT_ST(kvsi_ef_build(want, 5, out, sz + 64), KVS_OK,
+	          "kvsi_ef_build into a larger region");
 	if (memcmp(out, ref, sz) != 0)
-		FAILF("kvs_ef_build output in a larger region differs");
+		FAILF("kvsi_ef_build output in a larger region differs");
 
 	/* Count limit. */
 	EXPECT_NOT_OK(
-	    kvs_ef_builder_init(&b, KVS_EF_MAX_COUNT + 1, U64MAX, out, sz),
+	    kvsi_ef_builder_init(&b, KVS_EF_MAX_COUNT + 1, U64MAX, out, sz),
 	    "init with count KVS_EF_MAX_COUNT + 1");
-	EXPECT_NOT_OK(kvs_ef_builder_init(&b, U64MAX, U64MAX, out, sz),
+	EXPECT_NOT_OK(kvsi_ef_builder_init(&b, U64MAX, U64MAX, out, sz),
 	              "init with count 2^64-1");
 
-	/* kvs_ef_build with an unsorted array. */
+	/* kvsi_ef_build with an unsorted array. */
 	static const uint64_t bad1[] = {1, 3, 2, 4};
 	static const uint64_t bad2[] = {5, 5, 4, 5};
 	static const uint64_t bad3[] = {U64MAX, 0, U64MAX};
 	size_t big = 4096;
 	uint8_t *o2 = calloc(1, big);
 	assert_non_null(o2);
-	EXPECT_ST(kvs_ef_build(bad1, 4, o2, big), KVS_E_ORDER,
-	          "kvs_ef_build {1, 3, 2, 4}");
-	EXPECT_ST(kvs_ef_build(bad2, 4, o2, big), KVS_E_ORDER,
-	          "kvs_ef_build {5, 5, 4, 5}");
-	EXPECT_ST(kvs_ef_build(bad3, 3, o2, big), KVS_E_ORDER,
-	          "kvs_ef_build {2^64-1, 0, 2^64-1}");
+	EXPECT_ST(kvsi_ef_build(bad1, 4, o2, big), KVS_E_ORDER,
+	          "kvsi_ef_build {1, 3, 2, 4}");
+	EXPECT_ST(kvsi_ef_build(bad2, 4, o2, big), KVS_E_ORDER,
+	          "kvsi_ef_build {5, 5, 4, 5}");
+	EXPECT_ST(kvsi_ef_build(bad3, 3, o2, big), KVS_E_ORDER,
+	          "kvsi_ef_build {2^64-1, 0, 2^64-1}");
 
 	/* count 1, max 0 and max 2^64-1. */
-	EXPECT_ST(kvs_ef_size(1, 0, &sz), KVS_OK, "size(1, 0)");
-	EXPECT_ST(kvs_ef_builder_init(&b, 1, 0, o2, sz), KVS_OK, "init(1, 0)");
-	EXPECT_ST(kvs_ef_builder_push(&b, 1), KVS_E_ORDER, "push 1 > max 0");
-	EXPECT_ST(kvs_ef_builder_push(&b, 0), KVS_OK, "push 0");
-	EXPECT_ST(kvs_ef_builder_finish(&b), KVS_OK, "finish");
-	EXPECT_ST(kvs_ef_size(1, U64MAX, &sz), KVS_OK, "size(1, 2^64-1)");
-	EXPECT_ST(kvs_ef_builder_init(&b, 1, U64MAX, o2, sz), KVS_OK,
+	EXPECT_ST(kvsi_ef_size(1, 0, &sz), KVS_OK, "size(1, 0)");
+	EXPECT_ST(kvsi_ef_builder_init(&b, 1, 0, o2, sz), KVS_OK, "init(1, 0)");
+	EXPECT_ST(kvsi_ef_builder_push(&b, 1), KVS_E_ORDER, "push 1 > max 0");
+	EXPECT_ST(kvsi_ef_builder_push(&b, 0), KVS_OK, "push 0");
+	EXPECT_ST(kvsi_ef_builder_finish(&b), KVS_OK, "finish");
+	EXPECT_ST(kvsi_ef_size(1, U64MAX, &sz), KVS_OK, "size(1, 2^64-1)");
+	EXPECT_ST(kvsi_ef_builder_init(&b, 1, U64MAX, o2, sz), KVS_OK,
 	          "init(1, 2^64-1)");
-	EXPECT_ST(kvs_ef_builder_push(&b, U64MAX - 1), KVS_OK, "push 2^64-2");
-	EXPECT_ST(kvs_ef_builder_finish(&b), KVS_E_INVAL,
+	EXPECT_ST(kvsi_ef_builder_push(&b, U64MAX - 1), KVS_OK, "push 2^64-2");
+	EXPECT_ST(kvsi_ef_builder_finish(&b), KVS_E_INVAL,
 	          "finish, last 2^64-2 != max");
 	free(o2);
 	free(out);
@@ -1021,21 +1024,21 @@ static void test_builder_errors(void **state)
  * sequence of len bytes: none may fault or read outside the data, get(i)
  * for i >= count is KVS_E_RANGE, next_geq returns an index <= count and
  * the cursor moves forward and ends. */
-static void exercise_untrusted(const kvs_ef *ef, const uint8_t *data,
+static void exercise_untrusted(const kvsi_ef *ef, const uint8_t *data,
                                size_t len, unsigned seeks)
 {
 	uint64_t n = test_get_le64(data);
 	test_rng *r = &g_rng;
 	if (n > 8 * (uint64_t)len)
-		FAILF("kvs_ef_open accepted count %" PRIu64 " in %zu bytes", n,
+		FAILF("kvsi_ef_open accepted count %" PRIu64 " in %zu bytes", n,
 		      len);
 	uint64_t x = 0, prev = 0;
 	for (uint64_t i = 0; i < n; i++) {
-		kvs_status st = kvs_ef_get(ef, i, &x);
+		kvs_status st = kvsi_ef_get(ef, i, &x);
 		uint64_t probes[2] = {(i & 1) ? x + 1 : x, prev - 1};
 		for (int k = 0; k < 2; k++) {
 			uint64_t y;
-			uint64_t idx = kvs_ef_next_geq(ef, probes[k], &y);
+			uint64_t idx = kvsi_ef_next_geq(ef, probes[k], &y);
 			if (idx > n)
 				FAILF("next_geq(%" PRIu64 ") returned %" PRIu64
 				      " > count %" PRIu64,
@@ -1044,7 +1047,7 @@ static void exercise_untrusted(const kvs_ef *ef, const uint8_t *data,
 		if (st == KVS_OK)
 			prev = x;
 	}
-	EXPECT_ST(kvs_ef_get(ef, n, &x), KVS_E_RANGE, "get(count)");
+	EXPECT_ST(kvsi_ef_get(ef, n, &x), KVS_E_RANGE, "get(count)");
 	/* Probes in every part of [0, max], the last buckets above all
 	 * (their zeros are the last ones of the upper array). */
 	uint64_t max = test_get_le64(data + 8);
@@ -1063,40 +1066,40 @@ static void exercise_untrusted(const kvs_ef *ef, const uint8_t *data,
 		else
 			probe = max ? test_rng_below(r, max) : 0;
 		uint64_t y;
-		uint64_t idx = kvs_ef_next_geq(ef, probe, (k & 1) ? NULL : &y);
+		uint64_t idx = kvsi_ef_next_geq(ef, probe, (k & 1) ? NULL : &y);
 		if (idx > n)
 			FAILF("next_geq(%" PRIu64 ") returned %" PRIu64
 			      " > count %" PRIu64,
 			      probe, idx, n);
 	}
-	kvs_ef_cursor c;
+	kvsi_ef_cursor c;
 	for (unsigned s = 0; s <= seeks; s++) {
 		uint64_t start = s == 0 ? 0 : test_rng_below(r, n + 1);
-		if (kvs_ef_cursor_seek(&c, ef, start) != KVS_OK)
+		if (kvsi_ef_cursor_seek(&c, ef, start) != KVS_OK)
 			continue;
 		uint64_t steps = 0, last = c.index;
-		while (kvs_ef_cursor_valid(&c)) {
-			kvs_ef_cursor_next(&c);
-			if (c.index <= last && kvs_ef_cursor_valid(&c))
+		while (kvsi_ef_cursor_valid(&c)) {
+			kvsi_ef_cursor_next(&c);
+			if (c.index <= last && kvsi_ef_cursor_valid(&c))
 				FAILF("cursor did not advance");
 			last = c.index;
 			if (++steps > n + 1)
 				FAILF("cursor walked more than count steps");
 		}
 	}
-	if (kvs_ef_cursor_seek(&c, ef, n + 1) == KVS_OK)
+	if (kvsi_ef_cursor_seek(&c, ef, n + 1) == KVS_OK)
 		FAILF("cursor_seek(count + 1) accepted on opened data");
 }
 
 /* When validate accepted data: the decoded sequence is sorted, ends at
  * max, re-encodes to the same bytes, and every query agrees with it. */
-static void check_validated(const kvs_ef *ef, const uint8_t *data, size_t len)
+static void check_validated(const kvsi_ef *ef, const uint8_t *data, size_t len)
 {
 	uint64_t n = test_get_le64(data), max = test_get_le64(data + 8);
 	uint64_t *d = malloc((size_t)(n ? n : 1) * sizeof *d);
 	assert_non_null(d);
 	for (uint64_t i = 0; i < n; i++)
-		EXPECT_ST(kvs_ef_get(ef, i, &d[i]), KVS_OK,
+		EXPECT_ST(kvsi_ef_get(ef, i, &d[i]), KVS_OK,
 		          "get(%" PRIu64 ") on validated data", i);
 	if (!is_monotone(d, n))
 		FAILF("validated data decodes to a non-monotone sequence");
@@ -1135,31 +1138,31 @@ static int try_untrusted_modes(const uint8_t *data, size_t len, unsigned seeks,
                                bool every_mode)
 {
 	static unsigned counter;
-	kvs_ef ef;
-	if (kvs_ef_open(&ef, data, len) != KVS_OK)
+	kvsi_ef ef;
+	if (kvsi_ef_open(&ef, data, len) != KVS_OK)
 		return 0;
 	const char *saved = g_mode;
 	unsigned first = every_mode ? 0 : (counter++ & 1);
 	unsigned last = every_mode ? 1 : first;
 	for (unsigned mode = first; mode <= last; mode++) {
-		kvs_ef_set_portable(&ef, mode == 0);
+		kvsi_ef_set_portable(&ef, mode == 0);
 		g_mode = mode == 0 ? "unvalidated, portable"
 		                   : "unvalidated, accelerated";
 		exercise_untrusted(&ef, data, len, seeks);
 	}
 	g_mode = saved;
 	/* validate's two paths must agree on every input */
-	kvs_ef_set_portable(&ef, true);
-	kvs_status portable = kvs_ef_validate(&ef);
-	kvs_ef_set_portable(&ef, false);
-	kvs_status accel = kvs_ef_validate(&ef);
+	kvsi_ef_set_portable(&ef, true);
+	kvs_status portable = kvsi_ef_validate(&ef);
+	kvsi_ef_set_portable(&ef, false);
+	kvs_status accel = kvsi_ef_validate(&ef);
 	if (portable != accel)
-		FAILF("kvs_ef_validate: portable path %s, accelerated path %s",
+		FAILF("kvsi_ef_validate: portable path %s, accelerated path %s",
 		      kvs_strerror(portable), kvs_strerror(accel));
 	if (accel != KVS_OK)
 		return 1;
 	for (unsigned mode = first; mode <= last; mode++) {
-		kvs_ef_set_portable(&ef, mode == 0);
+		kvsi_ef_set_portable(&ef, mode == 0);
 		g_mode = mode == 0 ? "validated, portable"
 		                   : "validated, accelerated";
 		check_validated(&ef, data, len);
@@ -1234,9 +1237,9 @@ static void test_open_rejects_lengths(void **state)
 			guarded g = {0};
 			assert_int_equal(guarded_alloc(&g, len), 0);
 			memcpy(g.data, enc, len);
-			kvs_ef ef;
-			EXPECT_NOT_OK(kvs_ef_open(&ef, g.data, len),
-			              "kvs_ef_open with %zu of %zu bytes", len,
+			kvsi_ef ef;
+			EXPECT_NOT_OK(kvsi_ef_open(&ef, g.data, len),
+			              "kvsi_ef_open with %zu of %zu bytes", len,
 			              sz);
 			guarded_free(&g);
 		}
@@ -1248,9 +1251,9 @@ static void test_open_rejects_lengths(void **state)
 				assert_int_equal(guarded_alloc(&g, len), 0);
 				memset(g.data, fill ? 0xFF : 0, len);
 				memcpy(g.data, enc, sz);
-				kvs_ef ef;
-				EXPECT_NOT_OK(kvs_ef_open(&ef, g.data, len),
-				              "kvs_ef_open with %zu bytes, "
+				kvsi_ef ef;
+				EXPECT_NOT_OK(kvsi_ef_open(&ef, g.data, len),
+				              "kvsi_ef_open with %zu bytes, "
 				              "true size %zu",
 				              len, sz);
 				guarded_free(&g);
@@ -1285,14 +1288,14 @@ static void test_open_rejects_header(void **state)
 		unsigned l = test_ef_ref_low_bits(n, max);
 		guarded g = {0};
 		assert_int_equal(guarded_alloc(&g, sz), 0);
-		kvs_ef ef;
+		kvsi_ef ef;
 
 		/* version, low_bits, sample_shift, reserved bytes */
 		static const uint8_t versions[] = {0, 2, 3, 0x81, 0xFF};
 		for (size_t i = 0; i < sizeof versions; i++) {
 			memcpy(g.data, enc, sz);
 			g.data[16] = versions[i];
-			EXPECT_NOT_OK(kvs_ef_open(&ef, g.data, sz),
+			EXPECT_NOT_OK(kvsi_ef_open(&ef, g.data, sz),
 			              "version %u", versions[i]);
 		}
 		const unsigned lows[] = {l + 1, l - 1, 0,  1,   56, 57,
@@ -1303,14 +1306,14 @@ static void test_open_rejects_header(void **state)
 				continue;
 			memcpy(g.data, enc, sz);
 			g.data[17] = (uint8_t)bad;
-			EXPECT_NOT_OK(kvs_ef_open(&ef, g.data, sz),
+			EXPECT_NOT_OK(kvsi_ef_open(&ef, g.data, sz),
 			              "low_bits %u instead of %u", bad, l);
 		}
 		static const uint8_t shifts[] = {0, 1, 7, 9, 16, 255};
 		for (size_t i = 0; i < sizeof shifts; i++) {
 			memcpy(g.data, enc, sz);
 			g.data[18] = shifts[i];
-			EXPECT_NOT_OK(kvs_ef_open(&ef, g.data, sz),
+			EXPECT_NOT_OK(kvsi_ef_open(&ef, g.data, sz),
 			              "sample_shift %u", shifts[i]);
 		}
 		for (size_t off = 19; off < 24; off++) {
@@ -1318,7 +1321,7 @@ static void test_open_rejects_header(void **state)
 			for (size_t i = 0; i < sizeof vals; i++) {
 				memcpy(g.data, enc, sz);
 				g.data[off] = vals[i];
-				EXPECT_NOT_OK(kvs_ef_open(&ef, g.data, sz),
+				EXPECT_NOT_OK(kvsi_ef_open(&ef, g.data, sz),
 				              "reserved byte %zu = 0x%02x", off,
 				              vals[i]);
 			}
@@ -1383,8 +1386,8 @@ static void test_open_rejects_header(void **state)
 		guarded_free(&g);
 		free(enc);
 	}
-	printf("[ INFO     ] %u count/max header changes passed kvs_ef_open "
-	       "(size unchanged) and were rejected by kvs_ef_validate\n",
+	printf("[ INFO     ] %u count/max header changes passed kvsi_ef_open "
+	       "(size unchanged) and were rejected by kvsi_ef_validate\n",
 	       open_accepted);
 	free_samples(s, ns);
 	g_mode = "";
@@ -1723,14 +1726,14 @@ static void test_misaligned(void **state)
 		assert_non_null(buf);
 		for (size_t a = 1; a < 8; a++) {
 			memcpy(buf + a, enc, sz);
-			kvs_ef ef;
+			kvsi_ef ef;
 			g_mode = "misaligned";
-			EXPECT_ST(kvs_ef_open(&ef, buf + a, sz), KVS_OK,
+			EXPECT_ST(kvsi_ef_open(&ef, buf + a, sz), KVS_OK,
 			          "open at address offset %zu", a);
-			EXPECT_ST(kvs_ef_validate(&ef), KVS_OK,
+			EXPECT_ST(kvsi_ef_validate(&ef), KVS_OK,
 			          "validate at address offset %zu", a);
 			for (int mode = 0; mode < 2; mode++) {
-				kvs_ef_set_portable(&ef, mode == 0);
+				kvsi_ef_set_portable(&ef, mode == 0);
 				g_mode = mode ? "misaligned, accelerated"
 				              : "misaligned, portable";
 				check_queries(&ef, s[k].v, s[k].n, 1);

@@ -7,17 +7,17 @@
  *
  * What it proves: with count = 2^32 + 1000, indices, bit positions and
  * sample numbers above 32 bits work end to end. Two sequences are built
- * with the streaming builder (kvs_ef_builder_init, push_n of 4096 values at
+ * with the streaming builder (kvsi_ef_builder_init, push_n of 4096 values at
  * a time and push across index 2^32, finish):
  *   "gaps"  x_i = i + floor(i / 3)  (l = 0, about 1.25 GiB of upper bits)
  *   "low1"  x_i = 2 i + 2 + (i & 1) (l = 1, 512 MiB of low bits, 1 GiB upper)
- * Each is opened and validated, then: the header and kvs_ef_size match the
+ * Each is opened and validated, then: the header and kvsi_ef_size match the
  * documented layout; select samples and upper/low bits at a few thousand
  * places (many past 2^32) hold the values the layout formula gives;
- * kvs_ef_get, kvs_ef_next_geq and the cursor agree with the closed form at
+ * kvsi_ef_get, kvsi_ef_next_geq and the cursor agree with the closed form at
  * a few thousand indices, in particular across index 2^32 and at the end,
  * on both the portable and the accelerated paths; and a flipped upper bit
- * beyond bit 2^32 makes kvs_ef_validate fail.
+ * beyond bit 2^32 makes kvsi_ef_validate fail.
  *
  * Oracle: the closed forms above and a binary-search lower_bound over
  * them; the layout formula (test_ef_ref_layout, testutil.h) written from
@@ -117,10 +117,10 @@ static void run_big(const big_seq *s)
 	const uint64_t n = s->n, max = s->f(n - 1);
 	test_ef_layout L = test_ef_ref_layout(n, max);
 	assert_int_equal(L.l, s->l);
-	EXPECT_U64(kvs_ef_low_bits(n, max), L.l, "kvs_ef_low_bits");
+	EXPECT_U64(kvsi_ef_low_bits(n, max), L.l, "kvsi_ef_low_bits");
 	size_t sz = 0;
-	EXPECT_U64(kvs_ef_size(n, max, &sz), KVS_OK, "kvs_ef_size status");
-	EXPECT_U64(sz, L.size, "kvs_ef_size vs the layout");
+	EXPECT_U64(kvsi_ef_size(n, max, &sz), KVS_OK, "kvsi_ef_size status");
+	EXPECT_U64(sz, L.size, "kvsi_ef_size vs the layout");
 	printf("[ INFO     ] %s: count %" PRIu64 ", max %" PRIu64
 	       ", l %u, %zu bytes (%.2f GiB)\n",
 	       s->name, n, max, L.l, sz, (double)sz / (1u << 30));
@@ -133,16 +133,16 @@ static void run_big(const big_seq *s)
 	uint8_t *data = g.data;
 
 	double t0 = now();
-	kvs_ef_builder b;
-	EXPECT_U64(kvs_ef_builder_init(&b, n, max, data, sz), KVS_OK,
-	           "kvs_ef_builder_init");
+	kvsi_ef_builder b;
+	EXPECT_U64(kvsi_ef_builder_init(&b, n, max, data, sz), KVS_OK,
+	           "kvsi_ef_builder_init");
 	/* push_n of 4096 values at a time, and single pushes across index
 	 * 2^32 */
 	const uint64_t two32 = (uint64_t)1 << 32;
 	static uint64_t chunk[4096];
 	for (uint64_t i = 0; i < n;) {
 		if (i >= two32 - 5000 && i < two32 + 5000) {
-			kvs_status st = kvs_ef_builder_push(&b, s->f(i));
+			kvs_status st = kvsi_ef_builder_push(&b, s->f(i));
 			if (st != KVS_OK)
 				FAILF("push of element %" PRIu64 " (%" PRIu64
 				      ") returned %d",
@@ -155,16 +155,16 @@ static void run_big(const big_seq *s)
 			k = two32 - 5000 - i;
 		for (uint64_t j = 0; j < k; j++)
 			chunk[j] = s->f(i + j);
-		kvs_status st = kvs_ef_builder_push_n(&b, chunk, (size_t)k);
+		kvs_status st = kvsi_ef_builder_push_n(&b, chunk, (size_t)k);
 		if (st != KVS_OK)
 			FAILF("push_n of elements %" PRIu64 "..%" PRIu64
 			      " returned %d (%" PRIu64 " pushed)",
 			      i, i + k - 1, (int)st, b.pushed);
 		i += k;
 	}
-	EXPECT_U64(kvs_ef_builder_push(&b, max), KVS_E_RANGE,
+	EXPECT_U64(kvsi_ef_builder_push(&b, max), KVS_E_RANGE,
 	           "push past count");
-	EXPECT_U64(kvs_ef_builder_finish(&b), KVS_OK, "finish");
+	EXPECT_U64(kvsi_ef_builder_finish(&b), KVS_OK, "finish");
 	double t1 = now();
 
 	/* The header and, at many places, the layout. */
@@ -206,18 +206,18 @@ static void run_big(const big_seq *s)
 	}
 
 	g_mode = "open";
-	kvs_ef ef;
-	EXPECT_U64(kvs_ef_open(&ef, data, sz), KVS_OK, "kvs_ef_open");
+	kvsi_ef ef;
+	EXPECT_U64(kvsi_ef_open(&ef, data, sz), KVS_OK, "kvsi_ef_open");
 	double t2 = now();
-	EXPECT_U64(kvs_ef_validate(&ef), KVS_OK, "kvs_ef_validate");
+	EXPECT_U64(kvsi_ef_validate(&ef), KVS_OK, "kvsi_ef_validate");
 	double t3 = now();
 
 	for (int mode = 0; mode < 2; mode++) {
-		kvs_ef_set_portable(&ef, mode == 0);
+		kvsi_ef_set_portable(&ef, mode == 0);
 		g_mode = mode == 0 ? "portable" : "accelerated";
 		for (size_t k = 0; k < nidx; k++) {
 			uint64_t i = idx[k], x = s->f(i), v = 0;
-			EXPECT_U64(kvs_ef_get(&ef, i, &v), KVS_OK,
+			EXPECT_U64(kvsi_ef_get(&ef, i, &v), KVS_OK,
 			           "get(%" PRIu64 ") status", i);
 			EXPECT_U64(v, x, "get(%" PRIu64 ")", i);
 			uint64_t probes[3] = {x, x - 1, x + 1};
@@ -226,7 +226,7 @@ static void run_big(const big_seq *s)
 					continue;
 				uint64_t want = lower_bound_f(s, probes[p]);
 				uint64_t got =
-				    kvs_ef_next_geq(&ef, probes[p], &v);
+				    kvsi_ef_next_geq(&ef, probes[p], &v);
 				EXPECT_U64(got, want, "next_geq(%" PRIu64 ")",
 				           probes[p]);
 				if (want < n)
@@ -239,19 +239,19 @@ static void run_big(const big_seq *s)
 		for (int t = 0; t < 2000; t++) {
 			uint64_t x = test_rng_below(&g_rng, max + 2);
 			uint64_t want = lower_bound_f(s, x), v = 0;
-			EXPECT_U64(kvs_ef_next_geq(&ef, x, &v), want,
+			EXPECT_U64(kvsi_ef_next_geq(&ef, x, &v), want,
 			           "next_geq(%" PRIu64 ")", x);
 			if (want < n)
 				EXPECT_U64(v, s->f(want),
 				           "next_geq(%" PRIu64 ") value", x);
 		}
-		EXPECT_U64(kvs_ef_next_geq(&ef, max + 1, NULL), n,
+		EXPECT_U64(kvsi_ef_next_geq(&ef, max + 1, NULL), n,
 		           "next_geq(max + 1)");
-		EXPECT_U64(kvs_ef_next_geq(&ef, U64MAX, NULL), n,
+		EXPECT_U64(kvsi_ef_next_geq(&ef, U64MAX, NULL), n,
 		           "next_geq(2^64-1)");
-		EXPECT_U64(kvs_ef_next_geq(&ef, 0, NULL), 0, "next_geq(0)");
+		EXPECT_U64(kvsi_ef_next_geq(&ef, 0, NULL), 0, "next_geq(0)");
 		uint64_t v;
-		EXPECT_U64(kvs_ef_get(&ef, n, &v), KVS_E_RANGE, "get(count)");
+		EXPECT_U64(kvsi_ef_get(&ef, n, &v), KVS_E_RANGE, "get(count)");
 
 		/* Cursor walks across 2^31, 2^32 and to the end. */
 		const uint64_t starts[] = {0,
@@ -262,28 +262,28 @@ static void run_big(const big_seq *s)
 		                           test_rng_below(&g_rng, n - 3000),
 		                           test_rng_below(&g_rng, n - 3000)};
 		for (size_t k = 0; k < sizeof starts / sizeof starts[0]; k++) {
-			kvs_ef_cursor c;
-			EXPECT_U64(kvs_ef_cursor_seek(&c, &ef, starts[k]),
+			kvsi_ef_cursor c;
+			EXPECT_U64(kvsi_ef_cursor_seek(&c, &ef, starts[k]),
 			           KVS_OK, "cursor_seek(%" PRIu64 ")",
 			           starts[k]);
 			uint64_t i = starts[k];
 			for (; i < n && i < starts[k] + 3000; i++) {
-				if (!kvs_ef_cursor_valid(&c))
+				if (!kvsi_ef_cursor_valid(&c))
 					FAILF("cursor invalid at %" PRIu64, i);
 				EXPECT_U64(c.index, i, "cursor index");
 				EXPECT_U64(c.value, s->f(i),
 				           "cursor value at %" PRIu64, i);
-				kvs_ef_cursor_next(&c);
+				kvsi_ef_cursor_next(&c);
 			}
-			if (i == n && kvs_ef_cursor_valid(&c))
+			if (i == n && kvsi_ef_cursor_valid(&c))
 				FAILF("cursor valid past the end");
 		}
-		kvs_ef_cursor c;
-		EXPECT_U64(kvs_ef_cursor_seek(&c, &ef, n), KVS_OK,
+		kvsi_ef_cursor c;
+		EXPECT_U64(kvsi_ef_cursor_seek(&c, &ef, n), KVS_OK,
 		           "cursor_seek(count)");
-		if (kvs_ef_cursor_valid(&c))
+		if (kvsi_ef_cursor_valid(&c))
 			FAILF("cursor valid at count");
-		if (kvs_ef_cursor_seek(&c, &ef, n + 1) == KVS_OK)
+		if (kvsi_ef_cursor_seek(&c, &ef, n + 1) == KVS_OK)
 			FAILF("cursor_seek(count + 1) accepted");
 	}
 	double t4 = now();
@@ -293,8 +293,8 @@ static void run_big(const big_seq *s)
 	uint64_t i = ((uint64_t)1 << 32) + 17;
 	uint64_t bit = (s->f(i) >> L.l) + i + 1;
 	data[L.upper_off + bit / 8] ^= (uint8_t)(1u << (bit % 8));
-	if (kvs_ef_open(&ef, data, sz) == KVS_OK &&
-	    kvs_ef_validate(&ef) == KVS_OK)
+	if (kvsi_ef_open(&ef, data, sz) == KVS_OK &&
+	    kvsi_ef_validate(&ef) == KVS_OK)
 		FAILF("upper bit %" PRIu64 " flipped and still valid", bit);
 	data[L.upper_off + bit / 8] ^= (uint8_t)(1u << (bit % 8));
 	double t5 = now();

@@ -56,7 +56,7 @@
  * binary search, and a reference encoder of the file format (LEB128, EGk,
  * Golomb, fixed width, zigzag deltas, front coding) written from FORMAT.md
  * alone. The code under test never computes an expected value (the
- * restart EF is read back with kvs_ef_get, which test_ef covers);
+ * restart EF is read back with kvsi_ef_get, which test_ef covers);
  * kvs_key_compare is itself tested against ref_key_cmp.
  *
  * The seed is printed (KVSEG_TEST_SEED changes it); failures name the case,
@@ -1022,11 +1022,11 @@ static void check_envelope(const uint8_t *f, size_t len, const recset *rs,
 	if (sc == 0 || sc > 64 || dir_end > len)
 		FAILF("section count %" PRIu64 " in a file of %zu bytes", sc,
 		      len);
-	uint32_t body = kvs_crc32c(0, f + dir_end, len - (size_t)dir_end);
+	uint32_t body = kvsi_crc32c(0, f + dir_end, len - (size_t)dir_end);
 	EXPECT_U64(le32(f + 120), body,
 	           "body CRC32C @120 over [%" PRIu64 ", %zu)", dir_end, len);
-	uint32_t head = kvs_crc32c(0, f, 124);
-	head = kvs_crc32c(head, f + HEADER_BYTES, (size_t)(dir_end - 128));
+	uint32_t head = kvsi_crc32c(0, f, 124);
+	head = kvsi_crc32c(head, f + HEADER_BYTES, (size_t)(dir_end - 128));
 	EXPECT_U64(le32(f + 124), head,
 	           "header CRC32C @124 over [0, 124) + the directory");
 
@@ -1077,13 +1077,13 @@ static void check_envelope(const uint8_t *f, size_t len, const recset *rs,
 		case SECTION_RESTARTS: {
 			EXPECT_U64(sl, in->ef_bytes,
 			           "restart EF section vs info.ef_bytes");
-			kvs_ef ef;
-			EXPECT_ST(kvs_ef_open(&ef, sec, (size_t)sl), KVS_OK,
+			kvsi_ef ef;
+			EXPECT_ST(kvsi_ef_open(&ef, sec, (size_t)sl), KVS_OK,
 			          "the restart EF does not open");
 			EXPECT_U64(ef.count, e.nrestart, "restart EF count");
 			for (uint64_t r = 0; r < e.nrestart; r++) {
 				uint64_t x = U64MAX;
-				EXPECT_ST(kvs_ef_get(&ef, r, &x), KVS_OK,
+				EXPECT_ST(kvsi_ef_get(&ef, r, &x), KVS_OK,
 				          "restart EF get(%" PRIu64 ")", r);
 				EXPECT_U64(x, e.restart[r],
 				           "restart %" PRIu64 " offset (record "
@@ -1123,9 +1123,9 @@ static void check_segment(kvs_segment *s, const recset *rs,
 	kvs_segment_info_get(s, &in);
 	check_info(&in, rs, o, file_len);
 	uint64_t frames = U64MAX;
-	EXPECT_ST(kvs_segment_scan_frames(s, &frames), KVS_OK,
-	          "kvs_segment_scan_frames");
-	EXPECT_U64(frames, rs->n, "kvs_segment_scan_frames count");
+	EXPECT_ST(kvsi_segment_scan_frames(s, &frames), KVS_OK,
+	          "kvsi_segment_scan_frames");
+	EXPECT_U64(frames, rs->n, "kvsi_segment_scan_frames count");
 	scan_check(s, rs, o->profile == KVS_PROFILE_BYTE, mem, file_len);
 }
 
@@ -3025,9 +3025,9 @@ static void fix_crcs(uint8_t *f, size_t len)
 	uint64_t end = dir_end_of(f, len);
 	if (end > len)
 		return;
-	put_le32(f + 120, kvs_crc32c(0, f + end, len - (size_t)end));
-	uint32_t h = kvs_crc32c(0, f, 124);
-	h = kvs_crc32c(h, f + HEADER_BYTES, (size_t)end - HEADER_BYTES);
+	put_le32(f + 120, kvsi_crc32c(0, f + end, len - (size_t)end));
+	uint32_t h = kvsi_crc32c(0, f, 124);
+	h = kvsi_crc32c(h, f + HEADER_BYTES, (size_t)end - HEADER_BYTES);
 	put_le32(f + 124, h);
 }
 
@@ -3233,7 +3233,7 @@ static int try_untrusted(const uint8_t *data, size_t len, const recset *rs,
 		kvs_cursor_close(c);
 	}
 	uint64_t frames;
-	(void)kvs_segment_scan_frames(s, &frames);
+	(void)kvsi_segment_scan_frames(s, &frames);
 	memset(&err, 0, sizeof err);
 	st = kvs_segment_verify(s, &err);
 	int res = 1;

@@ -130,9 +130,13 @@ static const char catalog_help[] =
     "       kvseg catalog DIR list [--json]\n"
     "       kvseg catalog DIR add SEG...\n"
     "       kvseg catalog DIR merge [NAME...|all] [MERGE OPTIONS]\n"
+    "       kvseg catalog DIR get [--quiet] KEY...\n"
+    "       kvseg catalog DIR scan [--prefix P] [--tombstones]\n"
     "\n"
     "Manages the catalog of the segment directory DIR: its live\n"
-    "segments, oldest first, under a generation number.\n"
+    "segments, oldest first, under a generation number; get and scan\n"
+    "read them as one: each key's binding in the newest segment that\n"
+    "has it, a key deleted there absent.\n"
     "\n"
     "  init    create the catalog if there is none; print the generation\n"
     "  list    the generation, then NAME SEQUENCE RECORDS SIZE per live\n"
@@ -143,8 +147,15 @@ static const char catalog_help[] =
     "          place; merge options as for kvseg merge, without\n"
     "          --includes-oldest (known from the catalog); the sequence\n"
     "          is by default the newest input's\n"
+    "  get     KEY's value as kvseg get writes it; with several KEYs,\n"
+    "          KEY<TAB>VALUE lines in TSV syntax; exit 1 if one is absent\n"
+    "          or deleted\n"
+    "  scan    every key in order, in TSV syntax as kvseg scan prints;\n"
+    "          --prefix P: only keys that start with P; --tombstones:\n"
+    "          deleted keys too, as their key alone\n"
     "\n"
-    "  -q, --quiet   no output from init, add and merge\n";
+    "  -q, --quiet   no output from init, add and merge; no note on\n"
+    "                stderr for get's absent or deleted keys\n";
 
 static const struct verb verbs[] = {
     {"build", cmd_build, build_help, "write a segment from records on stdin"},

@@ -1,6 +1,8 @@
 /*
- * kvseg_catalog.c — kvseg catalog DIR init|list|add|merge: the catalog of
- * a segment directory (kvseg/catalog.h) from the command line.
+ * kvseg_catalog.c — kvseg catalog DIR init|list|add|merge|get|scan: the
+ * catalog of a segment directory (kvseg/catalog.h) from the command line;
+ * get and scan read the live segments' merged view (kvseg/view.h), each
+ * key's newest binding, through get's and scan's printing (kvseg_read.c).
  *
  * A catalog names files of its own directory only, so a SEG argument is a
  * name in DIR, or a path whose directory is DIR (the same directory,
@@ -29,11 +31,13 @@
 
 #include "kvseg/catalog.h"
 
-enum { OPT_JSON = 1 };
+enum { OPT_JSON = 1, OPT_PREFIX, OPT_TOMBSTONES };
 
 static const struct cli_option catalog_options[] = {
     MERGE_CLI_OPTIONS,
     {"json", false, OPT_JSON},
+    {"prefix", true, OPT_PREFIX},
+    {"tombstones", false, OPT_TOMBSTONES},
     {NULL, false, 0},
 };
 
@@ -43,7 +47,9 @@ struct catalog_args {
 	const char **operands; /* after DIR and the action */
 	size_t count;
 	bool json;
-	bool merge_options; /* any merge option other than --quiet */
+	struct key_arg prefix; /* scan --prefix */
+	bool tombstones;       /* scan --tombstones */
+	bool merge_options;    /* any merge option other than --quiet */
 	struct merge_config merge;
 };
 
@@ -253,6 +259,112 @@ static int catalog_add(const struct catalog_args *a)
 		rc = print_generation(c);
 	kvs_catalog_close(c);
 	free(names);
+	return rc;
+}
+
+/* ---- get, scan: the live segments' merged view -------------------------- */
+
+/*
+ * The view of DIR's live segments (kvseg/view.h), read-only: nothing is
+ * created or removed in DIR (KVS_CATALOG_READ_ONLY), whoever may write it.
+ * *byte_keys: every live segment has the byte profile.
+ */
+static int open_catalog_view(const char *dir, unsigned flags, kvs_view **v,
+                             bool *byte_keys)
+{
+	kvs_catalog *c;
+	kvs_segment **segs = NULL;
+	size_t n = 0;
+	kvs_status st;
+	int rc = open_catalog(dir, KVS_CATALOG_READ_ONLY, &c);
+
+	if (rc)
+		return rc;
+	*byte_keys = true;
+	segs = calloc(kvs_catalog_count(c) + 1, sizeof *segs);
+	if (!segs) {
+		cli_error("catalog", NULL, "out of memory");
+		rc = EXIT_SYSTEM;
+	}
+	for (; !rc && n < kvs_catalog_count(c); n++) {
+		char *path =
+		    cli_path_join(dir, kvs_catalog_entry_at(c, n)->name);
+		kvs_segment_info info;
+
+		if (!path) {
+			cli_error("catalog", NULL, "out of memory");
+			rc = EXIT_SYSTEM;
+			break;
+		}
+		rc = open_catalog_segment("catalog", c, n, path, &segs[n]);
+		free(path);
+		if (rc)
+			break;
+		kvs_segment_info_get(segs[n], &info);
+		*byte_keys = *byte_keys && info.profile == KVS_PROFILE_BYTE;
+	}
+	if (!rc) {
+		st = kvs_view_open(v, segs, n, flags);
+		if (st != KVS_OK)
+			rc = cursor_failure("catalog", dir, st);
+	}
+	/* the view's cursors hold the segments */
+	for (size_t i = 0; i < n; i++)
+		kvs_segment_unref(segs[i]);
+	free(segs);
+	kvs_catalog_close(c);
+	return rc;
+}
+
+static int catalog_get(const struct catalog_args *a)
+{
+	struct key_arg *keys;
+	kvs_view *v = NULL;
+	bool byte_keys;
+	int rc = EXIT_OK;
+
+	if (a->count == 0)
+		return cli_usage("catalog", "get: no key given");
+	keys = calloc(a->count, sizeof *keys);
+	if (!keys) {
+		cli_error("catalog", NULL, "out of memory");
+		return EXIT_SYSTEM;
+	}
+	/* every KEY is checked before DIR is read */
+	for (size_t i = 0; i < a->count && !rc; i++)
+		if (!decode_key_arg("catalog", "KEY", a->operands[i], &keys[i]))
+			rc = EXIT_USAGE;
+	if (!rc)
+		rc = open_catalog_view(a->dir, KVS_VIEW_TOMBSTONES, &v,
+		                       &byte_keys);
+	if (!rc)
+		rc = get_keys("catalog", a->dir, v, keys, a->operands, a->count,
+		              a->merge.quiet);
+	kvs_view_close(v);
+	for (size_t i = 0; i < a->count; i++)
+		free(keys[i].key);
+	free(keys);
+	return rc;
+}
+
+static int catalog_scan(const struct catalog_args *a)
+{
+	struct scan_filter f = {0};
+	kvs_view *v = NULL;
+	bool byte_keys;
+	int rc;
+
+	if (a->count)
+		return cli_usage("catalog", "scan takes no operands ('%s')",
+		                 a->operands[0]);
+	f.prefix = a->prefix;
+	f.limit = UINT64_MAX;
+	f.format = OUTPUT_TSV;
+	rc = open_catalog_view(a->dir, a->tombstones ? KVS_VIEW_TOMBSTONES : 0,
+	                       &v, &byte_keys);
+	if (!rc)
+		rc = print_records("catalog", a->dir, v, byte_keys, &f);
+	kvs_view_close(v);
 	return rc;
 }
 
@@ -520,6 +632,8 @@ out:
 
 /* ---- the verb ---------------------------------------------------------- */
 
+#define ACTIONS "init, list, add, merge, get or scan"
+
 static int parse_catalog_args(int argc, char **argv, struct catalog_args *a)
 {
 	struct cli_args args;
@@ -534,6 +648,12 @@ static int parse_catalog_args(int argc, char **argv, struct catalog_args *a)
 			return -1;
 		if (id == OPT_JSON) {
 			a->json = true;
+		} else if (id == OPT_PREFIX) {
+			if (!decode_key_arg("catalog", "--prefix", val,
+			                    &a->prefix))
+				return EXIT_USAGE;
+		} else if (id == OPT_TOMBSTONES) {
+			a->tombstones = true;
 		} else if (id != ARG_OPERAND) {
 			rc = merge_option("catalog", &a->merge, id, val);
 			if (rc)
@@ -551,14 +671,18 @@ static int parse_catalog_args(int argc, char **argv, struct catalog_args *a)
 	if (!a->dir)
 		return cli_usage("catalog", "no directory given");
 	if (!a->action)
-		return cli_usage("catalog",
-		                 "no action given (init, list, add or merge)");
+		return cli_usage("catalog", "no action given (" ACTIONS ")");
 	if (a->json && strcmp(a->action, "list") != 0)
 		return cli_usage("catalog", "--json is for list only");
+	if ((a->prefix.given || a->tombstones) &&
+	    strcmp(a->action, "scan") != 0)
+		return cli_usage("catalog", "--%s is for scan only",
+		                 a->prefix.given ? "prefix" : "tombstones");
 	if (a->merge_options && strcmp(a->action, "merge") != 0)
 		return cli_usage("catalog", "merge options are for merge only");
-	if (a->merge.quiet && strcmp(a->action, "list") == 0)
-		return cli_usage("catalog", "--quiet is not for list");
+	if (a->merge.quiet &&
+	    (strcmp(a->action, "list") == 0 || strcmp(a->action, "scan") == 0))
+		return cli_usage("catalog", "--quiet is not for %s", a->action);
 	return EXIT_OK;
 }
 
@@ -588,10 +712,14 @@ int cmd_catalog(int argc, char **argv)
 		rc = catalog_add(&a);
 	else if (strcmp(a.action, "merge") == 0)
 		rc = catalog_merge(&a);
+	else if (strcmp(a.action, "get") == 0)
+		rc = catalog_get(&a);
+	else if (strcmp(a.action, "scan") == 0)
+		rc = catalog_scan(&a);
 	else
-		rc = cli_usage("catalog",
-		               "unknown action '%s' (init, list, add or merge)",
+		rc = cli_usage("catalog", "unknown action '%s' (" ACTIONS ")",
 		               a.action);
+	free(a.prefix.key);
 	free(a.operands);
 	return rc;
 }

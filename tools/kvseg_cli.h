@@ -28,6 +28,7 @@
 #include "kvseg/merge.h"
 #include "kvseg/merge_plan.h"
 #include "kvseg/segment.h"
+#include "kvseg/view.h"
 
 /* Exit codes (docs/USAGE.md, "Exit status"). */
 enum {
@@ -314,6 +315,52 @@ int open_catalog_segment(const char *verb, const kvs_catalog *c, size_t i,
                          const char *path, kvs_segment **out);
 /* Reports a cursor failure on path; returns its exit code. */
 int cursor_failure(const char *verb, const char *path, kvs_status st);
+
+/* ---- reading records through a view (kvseg_read.c) --------------------- */
+
+/* A key given as an argument, decoded. */
+struct key_arg {
+	uint8_t *key;
+	uint64_t bits;
+	bool given;
+};
+
+/* Decodes text (what: "KEY", "--prefix", ...) into k, reporting a usage
+ * error and returning false when it is not a key. */
+bool decode_key_arg(const char *verb, const char *what, const char *text,
+                    struct key_arg *k);
+
+enum output_format {
+	OUTPUT_TSV,
+	OUTPUT_JSONL,
+};
+
+/* What scan prints: the keys with the prefix, from .. to, at most limit. */
+struct scan_filter {
+	struct key_arg prefix, from, to;
+	uint64_t limit;
+	enum output_format format;
+};
+
+/*
+ * get's lookups: keys[i] (texts[i] as given) in the view v of where (a
+ * segment or a catalog's directory), opened with KVS_VIEW_TOMBSTONES so
+ * that a deleted key is told from an absent one. One key: its value
+ * exactly as stored; several: a TSV line per key found, in the order
+ * given. Absent and deleted keys are noted on stderr unless quiet, and
+ * make the exit code 1.
+ */
+int get_keys(const char *verb, const char *where, kvs_view *v,
+             const struct key_arg *keys, const char *const *texts, size_t n,
+             bool quiet);
+/*
+ * Prints the bindings of v (a segment's or a catalog's view, of where)
+ * that f selects. byte_keys: every segment of v has the byte profile, so
+ * a start key that is not whole bytes is sought as the whole bytes that
+ * hold it.
+ */
+int print_records(const char *verb, const char *where, kvs_view *v,
+                  bool byte_keys, const struct scan_filter *f);
 
 /* ---- merging (kvseg_merge.c) ------------------------------------------ */
 

@@ -1,6 +1,8 @@
 /*
  * kvseg_read.c — the verbs that read records out of a segment: get, scan
- * and dump, all through one libkvseg cursor.
+ * and dump, all through a libkvseg view (kvseg/view.h): a segment's, which
+ * shows its every record, or a catalog's (kvseg catalog DIR get and scan,
+ * kvseg_catalog.c), which shows each key's newest binding.
  *
  * scan and dump print keys and values with the one encoder in
  * kvseg_text.c, so their TSV is build's input syntax and dump is
@@ -57,15 +59,8 @@ static int record_failure(const char *verb, const char *path, uint64_t ordinal,
 	return exit_for_status(st);
 }
 
-/* A key given as an argument, decoded. */
-struct key_arg {
-	uint8_t *key;
-	uint64_t bits;
-	bool given;
-};
-
-static bool decode_key_arg(const char *verb, const char *what, const char *text,
-                           struct key_arg *k)
+bool decode_key_arg(const char *verb, const char *what, const char *text,
+                    struct key_arg *k)
 {
 	char why[96];
 
@@ -83,109 +78,7 @@ static bool decode_key_arg(const char *verb, const char *what, const char *text,
 	return true;
 }
 
-/* ---- get --------------------------------------------------------------- */
-
-enum { OPT_QUIET = 1 };
-
-static const struct cli_option get_options[] = {
-    {"quiet", false, OPT_QUIET},
-    {"-q", false, OPT_QUIET},
-    {NULL, false, 0},
-};
-
-int cmd_get(int argc, char **argv)
-{
-	struct cli_args args;
-	const char *val, *operands[2] = {NULL, NULL};
-	struct key_arg key = {0};
-	kvs_segment *seg = NULL;
-	kvs_cursor *cur = NULL;
-	kvs_segment_info info;
-	bool quiet = false, found = false;
-	int nops = 0, id, rc;
-	kvs_status st;
-
-	cli_args_init(&args, "get", argc, argv);
-	while ((id = cli_args_next(&args, get_options, &val)) != ARG_END) {
-		if (id == ARG_ERROR)
-			return EXIT_USAGE;
-		if (id == ARG_HELP)
-			return cli_help("get");
-		if (id == OPT_QUIET) {
-			quiet = true;
-		} else if (nops == 2) {
-			return cli_usage("get", "too many operands ('%s')",
-			                 val);
-		} else {
-			operands[nops++] = val;
-		}
-	}
-	if (nops < 2)
-		return cli_usage("get", "needs SEG and KEY");
-	if (!decode_key_arg("get", "KEY", operands[1], &key))
-		return EXIT_USAGE;
-	rc = cli_refuse_stdout_input("get", operands, 1);
-	if (rc)
-		goto out;
-	rc = open_segment("get", operands[0], &seg);
-	if (rc)
-		goto out;
-	kvs_segment_info_get(seg, &info);
-	if (info.profile == KVS_PROFILE_BIT || key.bits % 8 == 0) {
-		st = kvs_cursor_open(&cur, seg);
-		if (st == KVS_OK && info.profile == KVS_PROFILE_BYTE)
-			st = kvs_cursor_lookup_bytes(
-			    cur, key.key, (size_t)(key.bits / 8), &found);
-		else if (st == KVS_OK)
-			st = kvs_cursor_lookup(cur, key.key, key.bits, &found);
-		if (st != KVS_OK) {
-			rc = cursor_failure("get", operands[0], st);
-			goto out;
-		}
-	}
-	if (!found) {
-		if (!quiet)
-			cli_error("get", operands[0], "'%s': not found",
-			          operands[1]);
-		rc = EXIT_NOT_FOUND;
-	} else if (kvs_cursor_kind(cur) == KVS_KIND_TOMBSTONE) {
-		if (!quiet)
-			cli_error("get", operands[0],
-			          "'%s': deleted (a tombstone)", operands[1]);
-		rc = EXIT_NOT_FOUND;
-	} else {
-		const uint8_t *value;
-		size_t value_len;
-
-		st = kvs_cursor_value(cur, &value, &value_len);
-		if (st != KVS_OK) {
-			rc = cursor_failure("get", operands[0], st);
-			goto out;
-		}
-		fwrite(value, 1, value_len, stdout);
-		rc = cli_flush_stdout("get");
-	}
-out:
-	if (cur)
-		kvs_cursor_close(cur);
-	kvs_segment_unref(seg);
-	free(key.key);
-	return rc;
-}
-
-/* ---- scan and dump ----------------------------------------------------- */
-
-enum output_format {
-	OUTPUT_TSV,
-	OUTPUT_JSONL,
-};
-
-struct scan_filter {
-	struct key_arg prefix, from, to;
-	uint64_t limit;
-	enum output_format format;
-};
-
+/* One record in scan's format (get's, for several keys). */
 static bool format_record(struct strbuf *sb, enum output_format format,
                           const uint8_t *key, uint64_t key_bits, kvs_kind kind,
                           const uint8_t *value, size_t value_len)
@@ -212,8 +105,125 @@ static bool format_record(struct strbuf *sb, enum output_format format,
 	return w.ok && sb_putc(sb, '\n');
 }
 
-/* Positions the cursor at the first record the filter may print. */
-static kvs_status scan_start(kvs_cursor *cur, const kvs_segment_info *info,
+/* ---- get --------------------------------------------------------------- */
+
+enum { OPT_QUIET = 1 };
+
+static const struct cli_option get_options[] = {
+    {"quiet", false, OPT_QUIET},
+    {"-q", false, OPT_QUIET},
+    {NULL, false, 0},
+};
+
+/* A segment's view as get, scan and dump read it: every record, tombstones
+ * too, which makes it the segment's cursor. */
+static int open_segment_view(const char *verb, const char *path, kvs_view **v,
+                             bool *byte_keys)
+{
+	kvs_segment *seg = NULL;
+	kvs_segment_info info;
+	kvs_status st;
+	int rc = open_segment(verb, path, &seg);
+
+	if (rc)
+		return rc;
+	kvs_segment_info_get(seg, &info);
+	*byte_keys = info.profile == KVS_PROFILE_BYTE;
+	st = kvs_view_open(v, &seg, 1, KVS_VIEW_TOMBSTONES);
+	kvs_segment_unref(seg); /* the view's cursor holds it */
+	return st == KVS_OK ? EXIT_OK : cursor_failure(verb, path, st);
+}
+
+int get_keys(const char *verb, const char *where, kvs_view *v,
+             const struct key_arg *keys, const char *const *texts, size_t n,
+             bool quiet)
+{
+	struct strbuf sb = {0};
+	int rc = EXIT_OK, flushed;
+
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *key = keys[i].key, *value;
+		uint64_t bits = keys[i].bits;
+		size_t value_len;
+		bool found;
+		kvs_status st = kvs_view_lookup(v, key, bits, &found);
+		kvs_cursor *cur = kvs_view_cursor(v);
+
+		if (st == KVS_OK && found &&
+		    kvs_cursor_kind(cur) == KVS_KIND_VALUE)
+			st = kvs_cursor_value(cur, &value, &value_len);
+		if (st != KVS_OK) {
+			rc = cursor_failure(verb, where, st);
+			break;
+		}
+		if (!found || kvs_cursor_kind(cur) == KVS_KIND_TOMBSTONE) {
+			if (!quiet)
+				cli_error(verb, where, "'%s': %s", texts[i],
+				          found ? "deleted (a tombstone)"
+				                : "not found");
+			rc = EXIT_NOT_FOUND;
+			continue;
+		}
+		sb.len = 0;
+		if (n == 1) {
+			fwrite(value, 1, value_len, stdout);
+		} else if (format_record(&sb, OUTPUT_TSV, key, bits,
+		                         KVS_KIND_VALUE, value, value_len)) {
+			fwrite(sb.data, 1, sb.len, stdout);
+		} else {
+			cli_error(verb, NULL, "out of memory");
+			rc = EXIT_SYSTEM;
+			break;
+		}
+	}
+	sb_free(&sb);
+	flushed = cli_flush_stdout(verb);
+	return flushed ? flushed : rc;
+}
+
+int cmd_get(int argc, char **argv)
+{
+	struct cli_args args;
+	const char *val, *operands[2] = {NULL, NULL};
+	struct key_arg key = {0};
+	kvs_view *v = NULL;
+	bool quiet = false, byte_keys;
+	int nops = 0, id, rc;
+
+	cli_args_init(&args, "get", argc, argv);
+	while ((id = cli_args_next(&args, get_options, &val)) != ARG_END) {
+		if (id == ARG_ERROR)
+			return EXIT_USAGE;
+		if (id == ARG_HELP)
+			return cli_help("get");
+		if (id == OPT_QUIET) {
+			quiet = true;
+		} else if (nops == 2) {
+			return cli_usage("get", "too many operands ('%s')",
+			                 val);
+		} else {
+			operands[nops++] = val;
+		}
+	}
+	if (nops < 2)
+		return cli_usage("get", "needs SEG and KEY");
+	if (!decode_key_arg("get", "KEY", operands[1], &key))
+		return EXIT_USAGE;
+	rc = cli_refuse_stdout_input("get", operands, 1);
+	if (!rc)
+		rc = open_segment_view("get", operands[0], &v, &byte_keys);
+	if (!rc)
+		rc = get_keys("get", operands[0], v, &key, &operands[1], 1,
+		              quiet);
+	kvs_view_close(v);
+	free(key.key);
+	return rc;
+}
+
+/* ---- scan and dump ----------------------------------------------------- */
+
+/* Positions the view at the first binding the filter may print. */
+static kvs_status scan_start(kvs_view *v, bool byte_keys,
                              const struct scan_filter *f)
 {
 	const struct key_arg *start = NULL;
@@ -225,36 +235,33 @@ static kvs_status scan_start(kvs_cursor *cur, const kvs_segment_info *info,
 	                               start->bits) > 0))
 		start = &f->from;
 	if (!start)
-		return kvs_cursor_first(cur);
-	if (info->profile == KVS_PROFILE_BYTE)
-		return kvs_cursor_seek_bytes(cur, start->key,
-		                             (size_t)((start->bits + 7) / 8));
-	return kvs_cursor_seek(cur, start->key, start->bits);
+		return kvs_view_first(v);
+	return kvs_view_seek(
+	    v, start->key, byte_keys ? (start->bits + 7) / 8 * 8 : start->bits,
+	    false);
 }
 
 /*
  * Prints the records f selects. A damaged record ends the output, but the
  * records read before it are printed first: they passed the reader's
- * checks, and they may be all that can be saved of the segment.
+ * checks, and they may be all that can be saved of the segment. The
+ * failing record is named by its ordinal in a one-segment view.
  */
-static int print_records(const char *verb, const char *path, kvs_segment *seg,
-                         const struct scan_filter *f)
+int print_records(const char *verb, const char *where, kvs_view *v,
+                  bool byte_keys, const struct scan_filter *f)
 {
-	kvs_cursor *cur = NULL;
-	kvs_segment_info info;
 	struct strbuf sb = {0};
 	uint64_t printed = 0;
-	/* the record being read; none known while scan_start seeks */
+	/* the record being read; none known while scan_start seeks, nor
+	 * in a stack, whose ordinals name no single record */
 	uint64_t reading = 0;
-	bool reading_known = false;
+	bool reading_known = false, one = kvs_view_count(v) == 1;
 	kvs_status st;
 	int rc = EXIT_OK;
 
-	kvs_segment_info_get(seg, &info);
-	st = kvs_cursor_open(&cur, seg);
-	if (st == KVS_OK)
-		st = scan_start(cur, &info, f);
-	while (st == KVS_OK && kvs_cursor_valid(cur) && printed < f->limit) {
+	st = scan_start(v, byte_keys, f);
+	while (st == KVS_OK && kvs_view_valid(v) && printed < f->limit) {
+		kvs_cursor *cur = kvs_view_cursor(v);
 		uint64_t key_bits;
 		const uint8_t *key = kvs_cursor_key(cur, &key_bits);
 		kvs_kind kind = kvs_cursor_kind(cur);
@@ -262,7 +269,7 @@ static int print_records(const char *verb, const char *path, kvs_segment *seg,
 		size_t value_len = 0;
 
 		reading = kvs_cursor_ordinal(cur);
-		reading_known = true;
+		reading_known = one;
 		if (f->to.given &&
 		    kvs_key_compare(key, key_bits, f->to.key, f->to.bits) >= 0)
 			break;
@@ -293,25 +300,24 @@ static int print_records(const char *verb, const char *path, kvs_segment *seg,
 		 * that ends before a damaged record succeeds */
 		if (printed == f->limit)
 			break;
-		/* a failed next() leaves the cursor at the end, so the
-		 * record it was reading is known only from here */
+		/* a failed next() leaves the view at the end, so the
+		 * record it was reading is known only from here (a
+		 * one-segment view shows every record: the next one) */
 		reading++;
-		st = kvs_cursor_next(cur);
+		st = kvs_view_next(v);
 	}
 	if (sb.len)
 		fwrite(sb.data, 1, sb.len, stdout);
 	rc = cli_flush_stdout(verb);
 	if (st != KVS_OK) {
 		int failed = reading_known
-		                 ? record_failure(verb, path, reading, st)
-		                 : cursor_failure(verb, path, st);
+		                 ? record_failure(verb, where, reading, st)
+		                 : cursor_failure(verb, where, st);
 		/* a stdout that failed too is reported above, and wins */
 		if (rc == EXIT_OK)
 			rc = failed;
 	}
 out:
-	if (cur)
-		kvs_cursor_close(cur);
 	sb_free(&sb);
 	return rc;
 }
@@ -390,7 +396,8 @@ int cmd_scan(int argc, char **argv)
 {
 	struct scan_filter f = {0};
 	const char *path = NULL;
-	kvs_segment *seg = NULL;
+	kvs_view *v = NULL;
+	bool byte_keys;
 	int rc;
 
 	f.limit = UINT64_MAX;
@@ -399,9 +406,10 @@ int cmd_scan(int argc, char **argv)
 	if (rc < 0)
 		rc = cli_help("scan");
 	else if (rc == EXIT_OK &&
-	         (rc = open_segment("scan", path, &seg)) == EXIT_OK)
-		rc = print_records("scan", path, seg, &f);
-	kvs_segment_unref(seg);
+	         (rc = open_segment_view("scan", path, &v, &byte_keys)) ==
+	             EXIT_OK)
+		rc = print_records("scan", path, v, byte_keys, &f);
+	kvs_view_close(v);
 	free(f.prefix.key);
 	free(f.from.key);
 	free(f.to.key);
@@ -413,7 +421,8 @@ int cmd_dump(int argc, char **argv)
 	struct scan_filter f = {0};
 	struct cli_args args;
 	const char *val, *path = NULL;
-	kvs_segment *seg = NULL;
+	kvs_view *v = NULL;
+	bool byte_keys;
 	int id, rc;
 
 	cli_args_init(&args, "dump", argc, argv);
@@ -432,12 +441,12 @@ int cmd_dump(int argc, char **argv)
 	rc = cli_refuse_stdout_input("dump", &path, 1);
 	if (rc)
 		return rc;
-	rc = open_segment("dump", path, &seg);
+	rc = open_segment_view("dump", path, &v, &byte_keys);
 	if (rc)
 		return rc;
 	f.limit = UINT64_MAX;
 	f.format = OUTPUT_TSV;
-	rc = print_records("dump", path, seg, &f);
-	kvs_segment_unref(seg);
+	rc = print_records("dump", path, v, byte_keys, &f);
+	kvs_view_close(v);
 	return rc;
 }

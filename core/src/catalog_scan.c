@@ -182,8 +182,8 @@ static int cmp_skip_name(const void *a, const void *b)
 	              ((const kvs_catalog_skip *)b)->name);
 }
 
-kvs_status cat_scan_dir(const char *dir, bool sync, cat_scan *out,
-                        kvs_error *err)
+kvs_status kvsi_cat_scan_dir(const char *dir, bool sync, cat_scan *out,
+                             kvs_error *err)
 {
 	memset(out, 0, sizeof *out);
 	DIR *dp = opendir(dir);
@@ -245,12 +245,12 @@ kvs_status cat_scan_dir(const char *dir, bool sync, cat_scan *out,
 	return KVS_OK;
 fail:
 	closedir(dp);
-	cat_scan_free(out);
+	kvsi_cat_scan_free(out);
 	return st;
 }
 
-kvs_status cat_scan_admit(const char *dir, const cat_scan *s, unsigned flags,
-                          kvs_error *err)
+kvs_status kvsi_cat_scan_admit(const char *dir, const cat_scan *s,
+                               unsigned flags, kvs_error *err)
 {
 	/* what cannot be skipped first, so that -o skip_bad is not
 	 * suggested in vain */
@@ -267,7 +267,7 @@ kvs_status cat_scan_admit(const char *dir, const cat_scan *s, unsigned flags,
 	return KVS_OK;
 }
 
-void cat_scan_free(cat_scan *s)
+void kvsi_cat_scan_free(cat_scan *s)
 {
 	free(s->segments);
 	free(s->bad);

@@ -33,8 +33,8 @@ typedef struct cat_scan {
  * each segment is fsynced (a catalog is about to name it). KVS_E_IO when
  * the directory or an entry cannot be read as a directory entry.
  */
-kvs_status cat_scan_dir(const char *dir, bool sync, cat_scan *out,
-                        kvs_error *err);
+kvs_status kvsi_cat_scan_dir(const char *dir, bool sync, cat_scan *out,
+                             kvs_error *err);
 
 /*
  * May a catalog be made of what s found, under kvs_catalog_open_flags's
@@ -43,9 +43,9 @@ kvs_status cat_scan_dir(const char *dir, bool sync, cat_scan *out,
  * unless KVS_CATALOG_SKIP_BAD (the caller then makes none it would
  * write: see kvs_catalog_open_flags).
  */
-kvs_status cat_scan_admit(const char *dir, const cat_scan *s, unsigned flags,
-                          kvs_error *err);
+kvs_status kvsi_cat_scan_admit(const char *dir, const cat_scan *s,
+                               unsigned flags, kvs_error *err);
 
-void cat_scan_free(cat_scan *s);
+void kvsi_cat_scan_free(cat_scan *s);
 
 #endif

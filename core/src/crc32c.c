@@ -22,7 +22,7 @@ static inline uint32_t shift_by(const uint32_t t[4][256], uint32_t crc)
 	       t[2][(crc >> 16) & 0xFF] ^ t[3][crc >> 24];
 }
 
-uint32_t kvs_crc32c_portable(uint32_t crc, const void *data, size_t len)
+uint32_t kvsi_crc32c_portable(uint32_t crc, const void *data, size_t len)
 {
 	const uint8_t *p = data;
 	uint32_t c = ~crc;
@@ -74,7 +74,7 @@ HW_TARGET static inline uint64_t three_way(uint64_t c, const uint8_t **pp,
 	return c;
 }
 
-HW_TARGET uint32_t kvs_crc32c_hw(uint32_t crc, const void *data, size_t len)
+HW_TARGET uint32_t kvsi_crc32c_hw(uint32_t crc, const void *data, size_t len)
 {
 	const uint8_t *p = data;
 	uint64_t c = (uint32_t)~crc;
@@ -94,19 +94,19 @@ HW_TARGET uint32_t kvs_crc32c_hw(uint32_t crc, const void *data, size_t len)
 	return ~(uint32_t)c;
 }
 
-bool kvs_crc32c_hw_available(void)
+bool kvsi_crc32c_hw_available(void)
 {
 	return __builtin_cpu_supports("sse4.2");
 }
 
 #else
 
-uint32_t kvs_crc32c_hw(uint32_t crc, const void *data, size_t len)
+uint32_t kvsi_crc32c_hw(uint32_t crc, const void *data, size_t len)
 {
-	return kvs_crc32c_portable(crc, data, len);
+	return kvsi_crc32c_portable(crc, data, len);
 }
 
-bool kvs_crc32c_hw_available(void)
+bool kvsi_crc32c_hw_available(void)
 {
 	return false;
 }
@@ -142,13 +142,13 @@ static uint32_t crc32c_isal(uint32_t crc, const uint8_t *p, size_t len)
 }
 #endif
 
-uint32_t kvs_crc32c(uint32_t crc, const void *data, size_t len)
+uint32_t kvsi_crc32c(uint32_t crc, const void *data, size_t len)
 {
 #ifdef KVS_HAVE_ISAL
 	if (len >= ISAL_MIN_LEN)
 		return crc32c_isal(crc, data, len);
 #endif
-	if (kvs_crc32c_hw_available())
-		return kvs_crc32c_hw(crc, data, len);
-	return kvs_crc32c_portable(crc, data, len);
+	if (kvsi_crc32c_hw_available())
+		return kvsi_crc32c_hw(crc, data, len);
+	return kvsi_crc32c_portable(crc, data, len);
 }

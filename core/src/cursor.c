@@ -69,7 +69,7 @@ SEG_OUT_OF_LINE kvs_status seg_cursor_invalidate(kvs_cursor *c, kvs_status st)
  * straight-line EG decoding, and once with the segment's own codes for
  * everything else.
  */
-bool seg_fields_are_default(const seg_field *f)
+bool kvsi_fields_are_default(const seg_field *f)
 {
 	for (int i = 0; i < KVS_FIELD_COUNT; i++)
 		if (f[i].spec.kind != seg_default_fields[i].spec.kind ||
@@ -111,7 +111,7 @@ decode_at(kvs_cursor *c, uint64_t ordinal,
 static kvs_status load_restart(kvs_cursor *c, uint64_t j)
 {
 	uint64_t off;
-	kvs_status st = kvs_ef_get(&c->seg->restarts, j, &off);
+	kvs_status st = kvsi_ef_get(&c->seg->restarts, j, &off);
 	if (st != KVS_OK)
 		return seg_cursor_invalidate(c, KVS_E_CORRUPT);
 	return decode_at(c, j * c->seg->restart_interval, 0, off);
@@ -162,7 +162,7 @@ static kvs_status compare_restart(kvs_cursor *c, uint64_t j,
 {
 	const kvs_segment *s = c->seg;
 	uint64_t off;
-	if (kvs_ef_get(&s->restarts, j, &off) != KVS_OK)
+	if (kvsi_ef_get(&s->restarts, j, &off) != KVS_OK)
 		return KVS_E_CORRUPT;
 	if (s->profile == KVS_PROFILE_BYTE) {
 		if (off > s->stream_len)
@@ -445,7 +445,7 @@ KVS_MULTIVERSION static kvs_status frames_bit(const kvs_segment *s,
 	                        : frames_bit_with(s, records, s->fields);
 }
 
-kvs_status kvs_segment_scan_frames(kvs_segment *s, uint64_t *records)
+kvs_status kvsi_segment_scan_frames(kvs_segment *s, uint64_t *records)
 {
 	kvs_status st = s->profile == KVS_PROFILE_BYTE ? frames_byte(s, records)
 	                                               : frames_bit(s, records);

@@ -18,7 +18,7 @@ typedef struct ef_geometry {
 	size_t size;
 } ef_geometry;
 
-unsigned kvs_ef_low_bits(uint64_t count, uint64_t max)
+unsigned kvsi_ef_low_bits(uint64_t count, uint64_t max)
 {
 	if (count == 0 || max / count == 0)
 		return 0;
@@ -36,7 +36,7 @@ static kvs_status geometry(uint64_t count, uint64_t max, ef_geometry *g)
 		return KVS_E_RANGE;
 	if (count == 0 && max != 0)
 		return KVS_E_INVAL;
-	g->low_bits = kvs_ef_low_bits(count, max);
+	g->low_bits = kvsi_ef_low_bits(count, max);
 	/* max >> l < 2 * count, so nothing below overflows (count < 2^48). */
 	g->zero_count = max >> g->low_bits;
 	g->low_words = div_ceil(count * g->low_bits, 64);
@@ -52,7 +52,7 @@ static kvs_status geometry(uint64_t count, uint64_t max, ef_geometry *g)
 	return KVS_OK;
 }
 
-kvs_status kvs_ef_size(uint64_t count, uint64_t max, size_t *bytes)
+kvs_status kvsi_ef_size(uint64_t count, uint64_t max, size_t *bytes)
 {
 	ef_geometry g;
 	kvs_status st = geometry(count, max, &g);
@@ -68,8 +68,8 @@ static void or_word(uint8_t *p, uint64_t bits)
 	kvs_store_le64(p, kvs_load_le64(p) | bits);
 }
 
-kvs_status kvs_ef_builder_init(kvs_ef_builder *b, uint64_t count, uint64_t max,
-                               void *out, size_t out_len)
+kvs_status kvsi_ef_builder_init(kvsi_ef_builder *b, uint64_t count,
+                                uint64_t max, void *out, size_t out_len)
 {
 	ef_geometry g;
 	kvs_status st = geometry(count, max, &g);
@@ -102,8 +102,8 @@ kvs_status kvs_ef_builder_init(kvs_ef_builder *b, uint64_t count, uint64_t max,
  * indices (li, ui) start at the next element's words, which lie in the
  * output while elements remain.
  */
-kvs_status kvs_ef_builder_push_n(kvs_ef_builder *b, const uint64_t *values,
-                                 size_t n)
+kvs_status kvsi_ef_builder_push_n(kvsi_ef_builder *b, const uint64_t *values,
+                                  size_t n)
 {
 	/* in locals: the stores into the output might alias *b */
 	uint64_t i = b->pushed, last = b->last, zeros = b->zeros_written;
@@ -172,28 +172,28 @@ kvs_status kvs_ef_builder_push_n(kvs_ef_builder *b, const uint64_t *values,
 	return st;
 }
 
-kvs_status kvs_ef_builder_push(kvs_ef_builder *b, uint64_t value)
+kvs_status kvsi_ef_builder_push(kvsi_ef_builder *b, uint64_t value)
 {
-	return kvs_ef_builder_push_n(b, &value, 1);
+	return kvsi_ef_builder_push_n(b, &value, 1);
 }
 
-kvs_status kvs_ef_builder_finish(kvs_ef_builder *b)
+kvs_status kvsi_ef_builder_finish(kvsi_ef_builder *b)
 {
 	if (b->pushed != b->count || (b->count > 0 && b->last != b->max))
 		return KVS_E_INVAL;
 	return KVS_OK;
 }
 
-kvs_status kvs_ef_build(const uint64_t *values, uint64_t count, void *out,
-                        size_t out_len)
+kvs_status kvsi_ef_build(const uint64_t *values, uint64_t count, void *out,
+                         size_t out_len)
 {
-	kvs_ef_builder b;
-	kvs_status st = kvs_ef_builder_init(
+	kvsi_ef_builder b;
+	kvs_status st = kvsi_ef_builder_init(
 	    &b, count, count ? values[count - 1] : 0, out, out_len);
 	/* an array of count values: count fits a size_t (or finish fails) */
 	if (st == KVS_OK)
-		st = kvs_ef_builder_push_n(&b, values, (size_t)count);
-	return st == KVS_OK ? kvs_ef_builder_finish(&b) : st;
+		st = kvsi_ef_builder_push_n(&b, values, (size_t)count);
+	return st == KVS_OK ? kvsi_ef_builder_finish(&b) : st;
 }
 
 /* ---- query instances ----------------------------------------------------- */
@@ -270,32 +270,32 @@ static bool cpu_has_accel(void)
 }
 #endif
 
-kvs_status kvs_ef_get(const kvs_ef *ef, uint64_t i, uint64_t *value)
+kvs_status kvsi_ef_get(const kvsi_ef *ef, uint64_t i, uint64_t *value)
 {
 	return ef->accel ? ef_get_accel(ef, i, value)
 	                 : ef_get_portable(ef, i, value);
 }
 
-uint64_t kvs_ef_next_geq(const kvs_ef *ef, uint64_t x, uint64_t *value)
+uint64_t kvsi_ef_next_geq(const kvsi_ef *ef, uint64_t x, uint64_t *value)
 {
 	return ef->accel ? ef_next_geq_accel(ef, x, value)
 	                 : ef_next_geq_portable(ef, x, value);
 }
 
-kvs_status kvs_ef_cursor_seek(kvs_ef_cursor *c, const kvs_ef *ef, uint64_t i)
+kvs_status kvsi_ef_cursor_seek(kvsi_ef_cursor *c, const kvsi_ef *ef, uint64_t i)
 {
 	return ef->accel ? ef_cursor_seek_accel(c, ef, i)
 	                 : ef_cursor_seek_portable(c, ef, i);
 }
 
-void kvs_ef_set_portable(kvs_ef *ef, bool portable)
+void kvsi_ef_set_portable(kvsi_ef *ef, bool portable)
 {
 	ef->accel = !portable && cpu_has_accel();
 }
 
 /* ---- open and validate --------------------------------------------------- */
 
-kvs_status kvs_ef_open(kvs_ef *ef, const void *data, size_t len)
+kvs_status kvsi_ef_open(kvsi_ef *ef, const void *data, size_t len)
 {
 	const uint8_t *p = data;
 	memset(ef, 0, sizeof *ef);
@@ -323,11 +323,11 @@ kvs_status kvs_ef_open(kvs_ef *ef, const void *data, size_t len)
 	ef->upper_words = g.upper_words;
 	ef->zero_count = g.zero_count;
 	ef->size = g.size;
-	kvs_ef_set_portable(ef, false);
+	kvsi_ef_set_portable(ef, false);
 	return KVS_OK;
 }
 
-kvs_status kvs_ef_validate(const kvs_ef *ef)
+kvs_status kvsi_ef_validate(const kvsi_ef *ef)
 {
 	unsigned l = ef->low_bits;
 	uint64_t low_words = ef->upper - ef->low;

@@ -8,7 +8,7 @@
  *   EF_POPCOUNT(w) ones in a 64-bit word
  *   EF_SELECT(w,k) position of the k-th (0-based) one of w, k < popcount
  *
- * The data may be unvalidated (only kvs_ef_open'd): every word index is
+ * The data may be unvalidated (only kvsi_ef_open'd): every word index is
  * checked against upper_words, so corrupt samples give wrong answers or
  * KVS_E_CORRUPT but never a load outside the data.
  */
@@ -18,7 +18,7 @@
  * from its sample and a scan; UINT64_MAX if the data lies. flip is 0 to
  * select ones and all-ones to select zeros (the words are inverted).
  */
-EF_ATTR static inline uint64_t EF_FN(select)(const kvs_ef *ef,
+EF_ATTR static inline uint64_t EF_FN(select)(const kvsi_ef *ef,
                                              const uint8_t *samples,
                                              uint64_t flip, uint64_t j)
 {
@@ -42,18 +42,18 @@ EF_ATTR static inline uint64_t EF_FN(select)(const kvs_ef *ef,
 }
 
 /* Position of one number j (j < count), or UINT64_MAX. */
-EF_ATTR static inline uint64_t EF_FN(select1)(const kvs_ef *ef, uint64_t j)
+EF_ATTR static inline uint64_t EF_FN(select1)(const kvsi_ef *ef, uint64_t j)
 {
 	return EF_FN(select)(ef, ef->one_samples, 0, j);
 }
 
 /* Position of zero number j (j < zero_count), or UINT64_MAX. */
-EF_ATTR static inline uint64_t EF_FN(select0)(const kvs_ef *ef, uint64_t j)
+EF_ATTR static inline uint64_t EF_FN(select0)(const kvsi_ef *ef, uint64_t j)
 {
 	return EF_FN(select)(ef, ef->zero_samples, ~(uint64_t)0, j);
 }
 
-EF_ATTR static kvs_status EF_FN(get)(const kvs_ef *ef, uint64_t i,
+EF_ATTR static kvs_status EF_FN(get)(const kvsi_ef *ef, uint64_t i,
                                      uint64_t *value)
 {
 	if (i >= ef->count)
@@ -61,11 +61,11 @@ EF_ATTR static kvs_status EF_FN(get)(const kvs_ef *ef, uint64_t i,
 	uint64_t pos = EF_FN(select1)(ef, i);
 	if (pos == UINT64_MAX)
 		return KVS_E_CORRUPT;
-	*value = ((pos - i) << ef->low_bits) | kvs_ef_low_(ef, i);
+	*value = ((pos - i) << ef->low_bits) | kvsi_ef_low_(ef, i);
 	return KVS_OK;
 }
 
-EF_ATTR static uint64_t EF_FN(next_geq)(const kvs_ef *ef, uint64_t x,
+EF_ATTR static uint64_t EF_FN(next_geq)(const kvsi_ef *ef, uint64_t x,
                                         uint64_t *value)
 {
 	uint64_t n = ef->count;
@@ -93,17 +93,17 @@ EF_ATTR static uint64_t EF_FN(next_geq)(const kvs_ef *ef, uint64_t x,
 	/* Lows are sorted inside a bucket: the first one >= x_low. */
 	while (hi - lo > 8) {
 		uint64_t mid = lo + (hi - lo) / 2;
-		if (kvs_ef_low_(ef, mid) < x_low)
+		if (kvsi_ef_low_(ef, mid) < x_low)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	uint64_t end = hi;
-	while (lo < end && kvs_ef_low_(ef, lo) < x_low)
+	while (lo < end && kvsi_ef_low_(ef, lo) < x_low)
 		lo++;
 	if (lo < end) {
 		if (value)
-			*value = (h << l) | kvs_ef_low_(ef, lo);
+			*value = (h << l) | kvsi_ef_low_(ef, lo);
 		return lo;
 	}
 	/* Everything in bucket h is below x: the answer opens a later bucket.
@@ -113,8 +113,8 @@ EF_ATTR static uint64_t EF_FN(next_geq)(const kvs_ef *ef, uint64_t x,
 	return lo;
 }
 
-EF_ATTR static kvs_status EF_FN(cursor_seek)(kvs_ef_cursor *c, const kvs_ef *ef,
-                                             uint64_t i)
+EF_ATTR static kvs_status EF_FN(cursor_seek)(kvsi_ef_cursor *c,
+                                             const kvsi_ef *ef, uint64_t i)
 {
 	c->ef = ef;
 	if (i > ef->count)
@@ -134,7 +134,7 @@ EF_ATTR static kvs_status EF_FN(cursor_seek)(kvs_ef_cursor *c, const kvs_ef *ef,
 	/* Keep only the ones after pos (2 << 63 wraps to 0: no bits left). */
 	c->word = kvs_load_le64(ef->upper + 8 * c->word_index) &
 	          ~(((uint64_t)2 << (pos & 63)) - 1);
-	c->value = ((pos - i) << ef->low_bits) | kvs_ef_low_(ef, i);
+	c->value = ((pos - i) << ef->low_bits) | kvsi_ef_low_(ef, i);
 	return KVS_OK;
 }
 
@@ -157,14 +157,14 @@ EF_ATTR static inline bool EF_FN(samples_hold)(const uint8_t *samples,
 }
 
 /*
- * kvs_ef_validate's walk of the upper bits, a word at a time: the counts
+ * kvsi_ef_validate's walk of the upper bits, a word at a time: the counts
  * of ones and zeros, every sample, the order and the last element. Ones
  * at positions p < q that are neighbours in the ones hold elements whose
  * high parts (position minus index) are equal when q = p + 1 and larger
  * at q otherwise, so the order needs checking only where two ones are
  * adjacent: there the low bits must not decrease.
  */
-EF_ATTR static kvs_status EF_FN(validate_upper)(const kvs_ef *ef)
+EF_ATTR static kvs_status EF_FN(validate_upper)(const kvsi_ef *ef)
 {
 	unsigned l = ef->low_bits;
 	uint64_t ones = 0, zeros = 0, last = 0, carry = 0;
@@ -184,7 +184,7 @@ EF_ATTR static kvs_status EF_FN(validate_upper)(const kvs_ef *ef)
 		    !EF_FN(samples_hold)(ef->zero_samples, wi, zw, zeros, c0))
 			return KVS_E_CORRUPT;
 		if (l && (w & 1) && carry &&
-		    kvs_ef_low_(ef, ones) < kvs_ef_low_(ef, ones - 1))
+		    kvsi_ef_low_(ef, ones) < kvsi_ef_low_(ef, ones - 1))
 			return KVS_E_CORRUPT;
 		/* bit p of pairs: ones at p and p + 1 */
 		for (uint64_t pairs = l ? w & (w >> 1) : 0; pairs;
@@ -192,7 +192,7 @@ EF_ATTR static kvs_status EF_FN(validate_upper)(const kvs_ef *ef)
 			unsigned p = (unsigned)__builtin_ctzll(pairs);
 			uint64_t e = ones + (uint64_t)EF_POPCOUNT(
 			                        w & (((uint64_t)1 << p) - 1));
-			if (kvs_ef_low_(ef, e + 1) < kvs_ef_low_(ef, e))
+			if (kvsi_ef_low_(ef, e + 1) < kvsi_ef_low_(ef, e))
 				return KVS_E_CORRUPT;
 		}
 		if (w)
@@ -203,8 +203,8 @@ EF_ATTR static kvs_status EF_FN(validate_upper)(const kvs_ef *ef)
 	}
 	if (ones != ef->count || zeros != ef->zero_count)
 		return KVS_E_CORRUPT;
-	if (ones > 0 &&
-	    (((last - (ones - 1)) << l) | kvs_ef_low_(ef, ones - 1)) != ef->max)
+	if (ones > 0 && (((last - (ones - 1)) << l) |
+	                 kvsi_ef_low_(ef, ones - 1)) != ef->max)
 		return KVS_E_CORRUPT;
 	return KVS_OK;
 }

@@ -95,7 +95,7 @@ void kvs_code_spec_format(const kvs_code_spec *spec, char out[16])
 	         (unsigned)spec->param);
 }
 
-void seg_field_init(seg_field *f, const kvs_code_spec *spec)
+void kvsi_field_init(seg_field *f, const kvs_code_spec *spec)
 {
 	f->spec = *spec;
 	memset(&f->golomb, 0, sizeof f->golomb);
@@ -103,8 +103,7 @@ void seg_field_init(seg_field *f, const kvs_code_spec *spec)
 		kvs_golomb_init(&f->golomb, spec->param);
 }
 
-kvs_status seg_field_put_slow(kvs_bitwriter *w, const seg_field *f,
-                              uint64_t v)
+kvs_status kvsi_field_put_slow(kvs_bitwriter *w, const seg_field *f, uint64_t v)
 {
 	switch (f->spec.kind) {
 	case KVS_CODE_EG:
@@ -149,7 +148,7 @@ KVS_MULTIVERSION void seg_copy_shifted(uint8_t *dst, const uint8_t *src,
 		dst[i] = shifted_byte(src, shift, i);
 }
 
-kvs_status seg_fsync_dir(const char *dir, const char *what, kvs_error *err)
+kvs_status kvsi_fsync_dir(const char *dir, const char *what, kvs_error *err)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || fsync(fd) < 0) {
@@ -164,7 +163,7 @@ kvs_status seg_fsync_dir(const char *dir, const char *what, kvs_error *err)
 	return KVS_OK;
 }
 
-int seg_create_temp(char *tmpl)
+int kvsi_create_temp(char *tmpl)
 {
 	static const char chars[] = "abcdefghijklmnopqrstuvwxyz"
 	                            "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";

@@ -87,7 +87,7 @@ typedef struct seg_field {
 	kvs_golomb golomb; /* when spec.kind == KVS_CODE_GOLOMB */
 } seg_field;
 
-void seg_field_init(seg_field *f, const kvs_code_spec *spec);
+void kvsi_field_init(seg_field *f, const kvs_code_spec *spec);
 
 static inline uint64_t seg_zigzag(uint64_t value, uint64_t prev)
 {
@@ -120,7 +120,7 @@ static inline uint64_t seg_eg_code(uint64_t v, unsigned k, unsigned *n)
  */
 /* fsyncs directory dir, so that names made or removed in it are durable;
  * a failure is KVS_E_IO, "WHAT: fsync of the directory: ...". */
-kvs_status seg_fsync_dir(const char *dir, const char *what, kvs_error *err);
+kvs_status kvsi_fsync_dir(const char *dir, const char *what, kvs_error *err);
 
 /*
  * Creates a new file for a temporary name: the last six characters of
@@ -130,7 +130,7 @@ kvs_status seg_fsync_dir(const char *dir, const char *what, kvs_error *err);
  * is 0600 whatever the umask. Close-on-exec. The descriptor, or -1 with
  * errno set (EINVAL for a template without the six X's).
  */
-int seg_create_temp(char *tmpl);
+int kvsi_create_temp(char *tmpl);
 
 void seg_copy_shifted(uint8_t *dst, const uint8_t *src, unsigned shift,
                       size_t len);
@@ -181,10 +181,10 @@ static const seg_field seg_default_fields[KVS_FIELD_COUNT] = {
 };
 
 /* True when f holds the codes of kvs_default_codes() (cursor.c). */
-bool seg_fields_are_default(const seg_field *f);
+bool kvsi_fields_are_default(const seg_field *f);
 
-kvs_status seg_field_put_slow(kvs_bitwriter *w, const seg_field *f,
-                              uint64_t v);
+kvs_status kvsi_field_put_slow(kvs_bitwriter *w, const seg_field *f,
+                               uint64_t v);
 
 /* Encodes one field. The common case, an EG code of a value below 2^31
  * (a code of at most 63 bits), is one inline bit-writer put. */
@@ -198,7 +198,7 @@ static inline kvs_status seg_field_put(kvs_bitwriter *w, const seg_field *f,
 		uint64_t x = seg_eg_code(v, k, &n);
 		return kvs_bw_put(w, x, n);
 	}
-	return seg_field_put_slow(w, f, v);
+	return kvsi_field_put_slow(w, f, v);
 }
 
 /* ---- keys -------------------------------------------------------------- */
@@ -318,7 +318,7 @@ struct kvs_segment {
 
 	const uint8_t *stream; /* the record stream section */
 	uint64_t stream_len;   /* its bytes */
-	kvs_ef restarts;       /* stream offsets (bytes or bits) */
+	kvsi_ef restarts;      /* stream offsets (bytes or bits) */
 	uint64_t restart_count;
 	uint64_t ef_len;
 	const uint8_t *meta; /* sort metadata, NULL if absent */

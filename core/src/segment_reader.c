@@ -57,8 +57,9 @@ static kvs_status check_envelope(kvs_segment *s, kvs_error *err)
 		           "(%" PRIu64 " bytes)",
 		           len, dir_end);
 	uint32_t stored = kvs_load_le32(d + HDR_HEADER_CRC);
-	uint32_t crc = kvs_crc32c(0, d, HDR_HEADER_CRC);
-	crc = kvs_crc32c(crc, d + SEG_HEADER_BYTES, dir_end - SEG_HEADER_BYTES);
+	uint32_t crc = kvsi_crc32c(0, d, HDR_HEADER_CRC);
+	crc =
+	    kvsi_crc32c(crc, d + SEG_HEADER_BYTES, dir_end - SEG_HEADER_BYTES);
 	if (crc != stored)
 		return BAD("header CRC32C mismatch (stored 0x%08" PRIx32
 		           ", computed 0x%08" PRIx32 ")",
@@ -129,11 +130,11 @@ static kvs_status check_envelope(kvs_segment *s, kvs_error *err)
 		}
 		if (c[3] || kvs_code_spec_check(&spec) != KVS_OK)
 			return BAD("invalid code for field %d", i);
-		seg_field_init(&s->fields[i], &spec);
+		kvsi_field_init(&s->fields[i], &spec);
 	}
 
-	s->default_codes = s->profile == KVS_PROFILE_BIT &&
-	                   seg_fields_are_default(s->fields);
+	s->default_codes =
+	    s->profile == KVS_PROFILE_BIT && kvsi_fields_are_default(s->fields);
 
 	/* the directory */
 	uint64_t prev_end = dir_end, fence_len = 0;
@@ -176,7 +177,7 @@ static kvs_status check_envelope(kvs_segment *s, kvs_error *err)
 			s->stream_len = slen;
 			break;
 		case SEC_RESTARTS:
-			if (kvs_ef_open(&s->restarts, p, slen) != KVS_OK)
+			if (kvsi_ef_open(&s->restarts, p, slen) != KVS_OK)
 				return BAD("restart index (EF) is malformed");
 			s->ef_len = slen;
 			break;
@@ -217,7 +218,7 @@ static kvs_status check_envelope(kvs_segment *s, kvs_error *err)
 	                                                : s->stream_bits;
 	if (s->records) {
 		uint64_t first;
-		kvs_ef_get(&s->restarts, 0, &first);
+		kvsi_ef_get(&s->restarts, 0, &first);
 		if (first != 0 || s->restarts.max >= units)
 			return BAD("restart offsets are outside the stream");
 	}
@@ -406,7 +407,7 @@ kvs_status kvs_segment_check_crc(const kvs_segment *s, kvs_error *err)
 {
 	const uint8_t *d = s->data;
 	uint32_t stored = kvs_load_le32(d + HDR_BODY_CRC);
-	uint32_t crc = kvs_crc32c(0, d + s->dir_end, s->len - s->dir_end);
+	uint32_t crc = kvsi_crc32c(0, d + s->dir_end, s->len - s->dir_end);
 	if (crc != stored)
 		return BAD("body CRC32C mismatch (stored 0x%08" PRIx32
 		           ", computed 0x%08" PRIx32 ")",
@@ -434,7 +435,7 @@ kvs_status kvs_segment_verify(kvs_segment *s, kvs_error *err)
 	if (s->stream_bits % 8 &&
 	    (s->stream[s->stream_len - 1] & (0xFF >> (s->stream_bits % 8))))
 		return BAD("padding bits after the record stream are not zero");
-	if (kvs_ef_validate(&s->restarts) != KVS_OK)
+	if (kvsi_ef_validate(&s->restarts) != KVS_OK)
 		return BAD("restart index (EF) is inconsistent");
 
 	kvs_cursor *c;
@@ -447,8 +448,8 @@ kvs_status kvs_segment_verify(kvs_segment *s, kvs_error *err)
 	}
 	uint64_t prev_bits = 0, tombs = 0, kbits = 0, vbytes = 0, maxk = 0;
 	uint64_t K = s->restart_interval, n = 0;
-	kvs_ef_cursor rc;
-	kvs_status st = kvs_ef_cursor_seek(&rc, &s->restarts, 0);
+	kvsi_ef_cursor rc;
+	kvs_status st = kvsi_ef_cursor_seek(&rc, &s->restarts, 0);
 	if (st == KVS_OK)
 		st = kvs_cursor_first(c);
 	uint64_t start = 0, next_start = 0; /* of this and the next record */
@@ -470,13 +471,13 @@ kvs_status kvs_segment_verify(kvs_segment *s, kvs_error *err)
 			goto out;
 		}
 		if (n % K == 0) {
-			if (!kvs_ef_cursor_valid(&rc) || rc.value != start) {
+			if (!kvsi_ef_cursor_valid(&rc) || rc.value != start) {
 				st = BAD("record %" PRIu64 ": restart offset "
 				         "%" PRIu64 " does not match the index",
 				         n, start);
 				goto out;
 			}
-			kvs_ef_cursor_next(&rc);
+			kvsi_ef_cursor_next(&rc);
 		}
 		if (n > 0) {
 			int cmp;

@@ -141,7 +141,7 @@ static kvs_status fsync_parent(const char *path, kvs_error *err)
 	if (!dir)
 		return kvs_error_set(err, KVS_E_NOMEM, "%s: out of memory",
 		                     path);
-	kvs_status st = seg_fsync_dir(dir, path, err);
+	kvs_status st = kvsi_fsync_dir(dir, path, err);
 	free(dir);
 	return st;
 }
@@ -280,7 +280,7 @@ static kvs_status write_all(kvs_writer *w, const void *data, size_t len,
 {
 	struct iovec v = {(void *)data, len};
 	reserve_ahead(w, len);
-	w->body_crc = kvs_crc32c(w->body_crc, data, len);
+	w->body_crc = kvsi_crc32c(w->body_crc, data, len);
 	if (pwrite_vec(w->fd, &v, 1, STREAM_START + w->flushed) < 0)
 		return io_fail(w, err, "write");
 	return KVS_OK;
@@ -325,9 +325,9 @@ kvs_status kvs_writer_open(kvs_writer **out, const char *path,
 	w->opt = o;
 	w->fd = -1;
 	for (int i = 0; i < KVS_FIELD_COUNT; i++)
-		seg_field_init(&w->fields[i], &o.codes[i]);
-	w->default_codes = o.profile == KVS_PROFILE_BIT &&
-	                   seg_fields_are_default(w->fields);
+		kvsi_field_init(&w->fields[i], &o.codes[i]);
+	w->default_codes =
+	    o.profile == KVS_PROFILE_BIT && kvsi_fields_are_default(w->fields);
 	kvs_bw_init(&w->bw);
 
 	size_t plen = strlen(path);
@@ -357,7 +357,7 @@ kvs_status kvs_writer_open(kvs_writer **out, const char *path,
 	}
 	size_t tmp_len = strlen(w->tmp_path);
 	for (unsigned tries = 1;; tries++) {
-		w->fd = seg_create_temp(w->tmp_path); /* 0644 less the umask */
+		w->fd = kvsi_create_temp(w->tmp_path); /* 0644 less the umask */
 		if (w->fd < 0) {
 			kvs_status st = kvs_error_set(
 			    err, KVS_E_IO,
@@ -502,8 +502,8 @@ static const char *const field_names[KVS_FIELD_COUNT] = {
     "LCP", "key length", "value length"};
 
 SEG_OUT_OF_LINE
-kvs_status seg_writer_put_field(kvs_writer *w, kvs_field f, uint64_t value,
-                                uint64_t prev, kvs_error *err)
+kvs_status kvsi_writer_put_field(kvs_writer *w, kvs_field f, uint64_t value,
+                                 uint64_t prev, kvs_error *err)
 {
 	kvs_status st = seg_field_put(&w->bw, &w->fields[f], value, prev);
 	if (st == KVS_E_RANGE) {
@@ -624,7 +624,7 @@ kvs_status seg_writer_restart(kvs_writer *w, const uint8_t *pk,
 }
 
 SEG_OUT_OF_LINE
-kvs_status seg_writer_order_error(kvs_writer *w, int cmp, kvs_error *err)
+kvs_status kvsi_writer_order_error(kvs_writer *w, int cmp, kvs_error *err)
 {
 	char detail[160];
 	unsigned long long idx = (unsigned long long)w->records;
@@ -781,7 +781,7 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	if (w->restarts_len)
 		max = w->restarts[w->restarts_len - 1];
 	size_t ef_len;
-	st = kvs_ef_size(w->restarts_len, max, &ef_len);
+	st = kvsi_ef_size(w->restarts_len, max, &ef_len);
 	if (st != KVS_OK)
 		return seg_writer_fail(w, err, st, "%s: %s", kvs_strerror(st));
 	uint64_t fb = w->records ? w->first_bits : 0;
@@ -796,8 +796,8 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	    tail_len <= SIZE_MAX ? calloc(1, (size_t)tail_len) : NULL;
 	if (!tail)
 		return seg_writer_fail(w, err, KVS_E_NOMEM, "%s: %s", "out of memory");
-	st = kvs_ef_build(w->restarts, w->restarts_len,
-	                  tail + (ef_off - tail_off), ef_len);
+	st = kvsi_ef_build(w->restarts, w->restarts_len,
+	                   tail + (ef_off - tail_off), ef_len);
 	if (st != KVS_OK) {
 		free(tail);
 		return seg_writer_fail(w, err, st, "%s: %s", kvs_strerror(st));
@@ -812,8 +812,8 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 		       seg_key_bytes(lb));
 	build_fences(w, tail + (fence_off - tail_off));
 	if (pend_len)
-		w->body_crc = kvs_crc32c(w->body_crc, pend, pend_len);
-	w->body_crc = kvs_crc32c(w->body_crc, tail, (size_t)tail_len);
+		w->body_crc = kvsi_crc32c(w->body_crc, pend, pend_len);
+	w->body_crc = kvsi_crc32c(w->body_crc, tail, (size_t)tail_len);
 	uint64_t file_len = fence_off + fence_len;
 
 	/* the envelope and the directory */
@@ -846,8 +846,8 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	put_dirent(dir + 3 * SEG_DIRENT_BYTES, SEC_FENCES, false, fence_off,
 	           fence_len);
 	kvs_store_le32(head + HDR_BODY_CRC, w->body_crc);
-	uint32_t hcrc = kvs_crc32c(0, head, HDR_HEADER_CRC);
-	hcrc = kvs_crc32c(hcrc, dir, SEG_DIRENT_BYTES * SECTION_COUNT);
+	uint32_t hcrc = kvsi_crc32c(0, head, HDR_HEADER_CRC);
+	hcrc = kvsi_crc32c(hcrc, dir, SEG_DIRENT_BYTES * SECTION_COUNT);
 	kvs_store_le32(head + HDR_HEADER_CRC, hcrc);
 
 	st = write_last(w, head, pend, pend_len, tail, (size_t)tail_len, err);

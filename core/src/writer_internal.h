@@ -59,8 +59,8 @@ struct kvs_writer {
 /* Out of line in segment_writer.c. */
 kvs_status seg_writer_fail(kvs_writer *w, kvs_error *err, kvs_status st,
                            const char *fmt, const char *detail);
-kvs_status seg_writer_put_field(kvs_writer *w, kvs_field f, uint64_t value,
-                                uint64_t prev, kvs_error *err);
+kvs_status kvsi_writer_put_field(kvs_writer *w, kvs_field f, uint64_t value,
+                                 uint64_t prev, kvs_error *err);
 /* Writes the pending stream bytes up to the file's last page boundary among
  * them; the rest (under WRITE_PAGE bytes) stays at the buffer's start. */
 kvs_status seg_writer_flush(kvs_writer *w, kvs_error *err);
@@ -69,7 +69,7 @@ kvs_status seg_writer_flush(kvs_writer *w, kvs_error *err);
 bool seg_writer_grow_restarts(kvs_writer *w, size_t n);
 kvs_status seg_writer_restart(kvs_writer *w, const uint8_t *pk,
                               uint64_t key_bits, kvs_error *err);
-kvs_status seg_writer_order_error(kvs_writer *w, int cmp, kvs_error *err);
+kvs_status kvsi_writer_order_error(kvs_writer *w, int cmp, kvs_error *err);
 
 /* Grows a byte buffer to hold need bytes; KVS_E_NOMEM on failure. */
 static inline kvs_status seg_grow(uint8_t **buf, size_t *cap, size_t need)
@@ -317,7 +317,7 @@ fbw_field(kvs_writer *w, fast_bw *b, const seg_field *f, kvs_field which,
 		return KVS_OK;
 	}
 	fbw_store(&w->bw, b);
-	kvs_status st = seg_writer_put_field(w, which, value, prev, err);
+	kvs_status st = kvsi_writer_put_field(w, which, value, prev, err);
 	/* The code may have been long (a Golomb code of a large quotient)
 	 * and used up the record's room: reserve it again. */
 	if (st == KVS_OK && w->bw.cap - w->bw.len < room)
@@ -439,7 +439,7 @@ seg_writer_add_known(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
 		lcp = seg_key_lcp(key, key_bits, w->prev_key, w->prev_bits,
 		                  &cmp);
 		if (__builtin_expect(cmp <= 0, 0))
-			return seg_writer_order_error(w, cmp, err);
+			return kvsi_writer_order_error(w, cmp, err);
 	}
 	uint64_t nbytes = seg_key_bytes(key_bits);
 	uint8_t *pk = w->prev_key;

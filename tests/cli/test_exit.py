@@ -130,10 +130,16 @@ def cases(tmp):
     row(0, "--help", ["--help"], "Usage: kvseg")
     row(0, "dump", ["dump", good], "a\t1\n")
     row(0, "get", ["get", good, "a"], "1")
+    row(0, "catalog get", ["catalog", db, "get", "a"], "1")
+    row(0, "catalog scan", ["catalog", db, "scan"], "a\t1\n")
 
     # ---- 1: get, the key absent or deleted --------------------------
     row(1, "get of an absent key", ["get", good, "zz"], "not found")
     row(1, "get of a deleted key", ["get", good, "b"], "deleted")
+    row(1, "catalog get of an absent key", ["catalog", db, "get", "zz"],
+        "not found")
+    row(1, "catalog get of a deleted key", ["catalog", db, "get", "a", "b"],
+        "deleted")
 
     # ---- 2: usage ----------------------------------------------------
     row(2, "no verb", [], "no verb given")
@@ -165,6 +171,16 @@ def cases(tmp):
             ("build: an extra operand", ["build", out, out + "2"], ""),
             ("catalog list: an operand", ["catalog", db, "list", "x"],
              "takes no operands"),
+            ("catalog get: no KEY", ["catalog", db, "get"], "no key given"),
+            ("catalog get: a malformed KEY", ["catalog", db, "get", "a\\q"],
+             "unknown escape"),
+            ("catalog scan: an operand", ["catalog", db, "scan", "x"],
+             "takes no operands"),
+            ("catalog list --tombstones", ["catalog", db, "list",
+                                           "--tombstones"],
+             "for scan only"),
+            ("catalog scan --quiet", ["catalog", db, "scan", "-q"],
+             "not for scan"),
             ("build --restart 0", ["build", "--restart", "0", out],
              "--restart"),
             ("scan --limit x", ["scan", good, "--limit", "x"],
@@ -211,7 +227,8 @@ def cases(tmp):
                        ("merge", ["-o", fresh("m.seg"), good])):
         row(2, verb + ": stdout is an input", [verb] + args,
             "standard output is the input", stdout_to=hard)
-    for action in (["list"], ["init"], ["merge"], ["add", "one.seg"]):
+    for action in (["list"], ["init"], ["merge"], ["add", "one.seg"],
+                   ["get", "a"], ["scan"]):
         row(2, "catalog %s: stdout a file of DIR" % action[0],
             ["catalog", db] + action, "standard output is",
             stdout_to=os.path.join(db, "one.seg"))
@@ -250,8 +267,9 @@ def cases(tmp):
     row(3, "merge: raw output, an input with tombstones",
         ["merge", "--framing", "raw", "-o", fresh("m.seg"), good],
         "raw framing has none")
-    row(3, "catalog: a damaged catalog", ["catalog", baddb, "list"],
-        "CATALOG")
+    for action in (["list"], ["get", "a"], ["scan"]):
+        row(3, "catalog %s: a damaged catalog" % action[0],
+            ["catalog", baddb] + action, "CATALOG")
 
     # ---- 4: I/O and system ---------------------------------------------
     for verb, args in (("get", [missing, "a"]), ("scan", [missing]),

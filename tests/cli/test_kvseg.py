@@ -1798,6 +1798,78 @@ def test_interrupted():
     print("  interrupted: build --memory (runs, merge), build, merge")
 
 
+def test_catalog_view():
+    """catalog get and scan read the live segments' merged view: each
+    key's newest binding, against merged_oracle; they change nothing in
+    DIR, and read a directory without a catalog without making one."""
+    for rnd in range(6):
+        profile = ("byte", "bit")[rnd % 2]
+        n = rng.randrange(1, 6)
+        inputs = random_overlapping_inputs(n, profile, True)
+        d = path("cat-view-%d" % rnd)
+        os.mkdir(d)
+        for i, recs in enumerate(inputs):
+            # byte keys fit either profile: mix them in one catalog
+            prof = profile if profile == "bit" else rng.choice(
+                ("byte", "bit"))
+            framing = "raw" if (None not in recs.values() and
+                                rng.random() < 0.5) else "typed"
+            build(os.path.join(d, "s%d.kvs" % i), recs, prof, framing,
+                  extra=("--sequence", str(i)))
+        if rnd % 3:  # else: no catalog, read as init would make it
+            expect_rc(kvseg("catalog", d, "init"), 0, "catalog init")
+        before = sorted(os.listdir(d))
+        oracle = merged_oracle(inputs)
+        live = {k: v for k, v in oracle.items() if v is not None}
+        what = "round %d (%d segments, %s)" % (rnd, n, profile)
+
+        r = kvseg("catalog", d, "scan")
+        check(r.rc == 0 and r.out == expected_dump(live),
+              what + ": catalog scan is the newest-wins view", r)
+        r = kvseg("catalog", d, "scan", "--tombstones")
+        check(r.rc == 0 and r.out == expected_dump(oracle),
+              what + ": catalog scan --tombstones shows them", r)
+        for _ in range(5):
+            prefix = scan_bound(oracle, profile)
+            r = kvseg("catalog", d, "scan", "--prefix", key_text(prefix))
+            want = {k: v for k, v in live.items() if k.startswith(prefix)}
+            check(r.rc == 0 and r.out == expected_dump(want),
+                  what + ": catalog scan --prefix %r" % key_text(prefix), r)
+
+        keys = rng.sample(list(oracle), min(20, len(oracle)))
+        for key in keys:
+            r = kvseg("catalog", d, "get", "--", key_text(key))
+            if oracle[key] is None:
+                expect_error(r, 1, what + ": catalog get of a deleted key",
+                             "deleted (a tombstone)")
+                check(r.out == b"", what + ": no value for a deleted key")
+            else:
+                check(r.rc == 0 and r.out == oracle[key],
+                      what + ": catalog get is the newest value", r)
+        absent = [k for k in (scan_bound(oracle, profile) + "1"
+                              for _ in range(10)) if k not in oracle]
+        for key in absent[:3]:
+            r = kvseg("catalog", d, "get", "--", key_text(key))
+            expect_error(r, 1, what + ": catalog get of an absent key",
+                         "not found")
+            r = kvseg("catalog", d, "get", "-q", "--", key_text(key))
+            check(r.rc == 1 and r.err == "",
+                  what + ": catalog get -q is quiet", r)
+        # several keys: a TSV line per key found, in the order given
+        many = keys[:6] + absent[:2]
+        rng.shuffle(many)
+        r = kvseg("catalog", d, "get", "-q", "--",
+                  *[key_text(k) for k in many])
+        want = "".join(canonical_line(k, oracle[k]) for k in many
+                       if oracle.get(k) is not None).encode("utf-8")
+        missing = any(oracle.get(k) is None for k in many)
+        check(r.rc == (1 if missing else 0) and r.out == want,
+              what + ": catalog get of several keys", r)
+        check(sorted(os.listdir(d)) == before,
+              what + ": get and scan change nothing in DIR: %r"
+              % os.listdir(d))
+
+
 def test_catalog_first():
     """A directory without a catalog (FORMAT.md §10.4): a segment cut short
     stops init, list and add (exit 3, naming it) before anything is
@@ -1830,7 +1902,7 @@ TESTS = [test_help, test_modes_and_formats, test_text_output,
          test_empty_and_bits, test_verify_and_corruption,
          test_damage_mid_stream, test_stat,
          test_bad_arguments, test_large, test_merge, test_catalog,
-         test_catalog_first,
+         test_catalog_view, test_catalog_first,
          test_build_memory, test_cut_short, test_interrupted]
 
 

@@ -95,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	try_catalog(buf, size);
 	if (size >= 4) { /* again with the trailing CRC32C made right */
-		kvs_store_le32(buf + size - 4, kvs_crc32c(0, buf, size - 4));
+		kvs_store_le32(buf + size - 4, kvsi_crc32c(0, buf, size - 4));
 		try_catalog(buf, size);
 	}
 	free(buf);

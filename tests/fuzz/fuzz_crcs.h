@@ -34,10 +34,10 @@ static inline bool fuzz_fix_crcs(uint8_t *f, size_t size)
 	if (dir_end > size)
 		return false;
 	fuzz_store_le32(f + 120,
-	                kvs_crc32c(0, f + dir_end, size - (size_t)dir_end));
-	uint32_t h = kvs_crc32c(0, f, 124);
+	                kvsi_crc32c(0, f + dir_end, size - (size_t)dir_end));
+	uint32_t h = kvsi_crc32c(0, f, 124);
 	fuzz_store_le32(f + 124,
-	                kvs_crc32c(h, f + 128, (size_t)dir_end - 128));
+	                kvsi_crc32c(h, f + 128, (size_t)dir_end - 128));
 	return true;
 }
 

@@ -154,7 +154,7 @@ static void exercise(const uint8_t *buf, size_t size, const uint8_t *data)
 	bool verified = kvs_segment_verify(s, &err) == KVS_OK;
 	check(verified || (err.status != KVS_OK && err.message[0] != '\0'));
 	uint64_t frames = 0;
-	kvs_status fst = kvs_segment_scan_frames(s, &frames);
+	kvs_status fst = kvsi_segment_scan_frames(s, &frames);
 	if (verified)
 		check(fst == KVS_OK && frames == in.records);
 

@@ -6,9 +6,10 @@ temporary directory: nothing is written outside it but meson's install log
 in the build directory) and checks, against oracles of its own:
 
 * the shared library exports exactly the functions the installed headers
-  declare (parsed from the headers, preprocessed), all kvs_, and has a
-  versioned soname; each installed header compiles on its own and names
-  no benchmark (issue 42: no benchmark hooks in the public API);
+  declare (parsed from the headers, preprocessed), all kvs_ and all marked
+  KVS_API, and has a versioned soname; each installed header compiles on
+  its own, includes only installed headers and the system's, and names no
+  benchmark (issue 42: no benchmark hooks in the public API);
 * docs/examples/example.c builds with `pkg-config --cflags --libs kvseg`
   against the shared library and runs; and with `pkg-config --static`
   against the static one alone (a tree without the .so), which needs the
@@ -53,20 +54,43 @@ def staged(stage, prefix, d):
 def header_functions(include_dir, headers):
     """Functions the headers declare: names kvs_... directly followed by
     a parameter list, in the preprocessed text (comments and macros gone),
-    minus static inline ones, which a library does not export."""
+    minus static inline ones, which a library does not export. Returns
+    (all of them, those marked KVS_API): the preprocessor, not a pattern
+    over the source, says which declarations carry the marker, as
+    KVS_API expands to visibility("default") (kvseg/status.h)."""
     src = "".join('#include "kvseg/%s"\n' % h for h in headers)
     p = run(["cc", "-E", "-P", "-I", include_dir, "-x", "c", "-"], input=src)
     if not check(p.returncode == 0, "preprocess the installed headers"):
         print(p.stderr)
-        return set()
-    names = set()
+        return set(), set()
+    names, api = set(), set()
     # One declaration per statement; a '(' after the name opens its
     # parameters, while "(*name)" is a function pointer (a type or member).
     for stmt in re.split(r"[;{}]", p.stdout):
         for m in re.finditer(r"\b(kvs_[a-z0-9_]+)\s*\((?!\s*\*)", stmt):
             if not re.match(r"\s*(static|typedef)\b", stmt):
                 names.add(m.group(1))
-    return names
+                if re.search(r'visibility\s*\(\s*"default"\s*\)', stmt):
+                    api.add(m.group(1))
+    return names, api
+
+
+def private_includes(path, installed):
+    """The #include lines of an installed header that name a header not
+    installed beside it: a quoted include, or any kvseg/ one, must be
+    kvseg/H with H installed; <...> outside kvseg/ is the system's."""
+    bad = []
+    with open(path) as f:
+        for line in f:
+            m = re.match(r'\s*#\s*include\s*([<"])([^>"]+)[>"]', line)
+            if not m:
+                continue
+            quoted, name = m.group(1) == '"', m.group(2)
+            if quoted or name.startswith("kvseg/"):
+                if not (name.startswith("kvseg/") and
+                        name[len("kvseg/"):] in installed):
+                    bad.append(name)
+    return bad
 
 
 def exported(lib):
@@ -119,9 +143,15 @@ def main():
 
         headers = sorted(os.listdir(os.path.join(incdir, "kvseg")))
         print("installed headers:", " ".join(headers))
-        declared = header_functions(incdir, headers)
+        declared, api = header_functions(incdir, headers)
         exports = exported(lib)
         check(len(declared) > 0, "%d functions declared" % len(declared))
+        check(declared - api == set(), "declared without KVS_API: " +
+              " ".join(sorted(declared - api)))
+        check(exports == api, "exports = the KVS_API declarations (%d); "
+              "only exported: %s; only declared: %s" %
+              (len(api), " ".join(sorted(exports - api)) or "-",
+               " ".join(sorted(api - exports)) or "-"))
         check(all(n.startswith("kvs_") for n in exports),
               "every export is kvs_: " +
               " ".join(sorted(n for n in exports
@@ -135,6 +165,10 @@ def main():
                 text = f.read()
             check(re.search(r"bench", text, re.I) is None,
                   "kvseg/%s names no benchmark" % h)
+            bad = private_includes(os.path.join(incdir, "kvseg", h),
+                                   headers)
+            check(bad == [], "kvseg/%s includes no private header %s" %
+                  (h, " ".join(bad)))
             p = run(["cc", "-std=c17", "-Wall", "-Wextra", "-Wpedantic",
                      "-Werror", "-fsyntax-only", "-I", incdir, "-x", "c",
                      "-"], input='#include "kvseg/%s"\n' % h)
@@ -237,6 +271,9 @@ def main():
         for prog, words, want in [("kvseg", "kvseg me", "merge"),
                                   ("kvseg", "kvseg merge --drop",
                                    "--drop-tombstones"),
+                                  ("kvseg", "kvseg catalog db sc", "scan"),
+                                  ("kvseg", "kvseg catalog db scan --tomb",
+                                   "--tombstones"),
                                   ("segfs", "segfs -o skip", "skip_bad")]:
             path = os.path.join(compdir, prog)
             if not check(os.path.exists(path), "completion " + path):

@@ -16,6 +16,6 @@
 #include "kvseg/segment.h"
 
 /* Counts the records of s in *records; KVS_E_CORRUPT on bad framing. */
-kvs_status kvs_segment_scan_frames(kvs_segment *s, uint64_t *records);
+kvs_status kvsi_segment_scan_frames(kvs_segment *s, uint64_t *records);
 
 #endif
