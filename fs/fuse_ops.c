@@ -82,6 +82,84 @@ static void segfs_forget_multi(fuse_req_t req, size_t count,
 	fuse_reply_none(req);
 }
 
+/* ---- control/wait's replies (control.h, control_wait) ---------------------
+ * A read (ino 0) or a getattr of control/wait/ID, answered when the job
+ * ends, or with EINTR when the request is interrupted. */
+typedef struct wait_reply {
+	fuse_req_t req;
+	size_t size;
+	off_t off;
+	uint64_t ino;
+} wait_reply;
+
+/* control_wait_fn, under the job queue's lock. */
+static void wait_done(void *ctx, const char *line, size_t len, int err)
+{
+	wait_reply *w = ctx;
+	if (err) {
+		fuse_reply_err(w->req, err);
+	} else if (w->ino) {
+		struct stat st;
+		wait_stat(&st, w->ino, len);
+		fuse_reply_attr(w->req, &st, 0);
+	} else {
+		size_t o = (uint64_t)w->off < len ? (size_t)w->off : len;
+		size_t n = len - o < w->size ? len - o : w->size;
+		fuse_reply_buf(w->req, line + o, n);
+	}
+	free(w);
+}
+
+static bool wait_was_interrupted(void *ctx)
+{
+	return fuse_req_interrupted(((wait_reply *)ctx)->req);
+}
+
+static void wait_interrupted(fuse_req_t req, void *data)
+{
+	(void)data;
+	control_wait_cancel(req);
+}
+
+static void wait_for(fuse_req_t req, uint64_t id, size_t size, off_t off,
+                     uint64_t attr_ino)
+{
+	wait_reply *w = malloc(sizeof *w);
+	if (!w) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	*w = (wait_reply){req, size, off, attr_ino};
+	/* First, while no job end can reply to req: libfuse may call
+	 * wait_interrupted from here (it then finds no waiter), and a reply
+	 * from another thread during this call would free req under it. The
+	 * request is the wait's key: libfuse keeps it while it calls
+	 * wait_interrupted, so that the key names no other wait. */
+	fuse_req_interrupt_func(req, wait_interrupted, NULL);
+	control_wait(id, req, wait_done, wait_was_interrupted, w);
+}
+
+/* ---- what the kernel is told (state.h, kernel_notifier) ------------------- */
+
+static void notify_inval_entry(void *se, uint64_t parent, const char *name)
+{
+	fuse_lowlevel_notify_inval_entry(se, parent, name, strlen(name));
+}
+
+static void notify_inval_inode(void *se, uint64_t ino)
+{
+	fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
+}
+
+void segfs_notify(struct fuse_session *se)
+{
+	static kernel_notifier k = {NULL, notify_inval_entry,
+	                            notify_inval_inode};
+	if (se)
+		k.ctx = se;
+	state_notify_set(se ? &k : NULL);
+}
+
 /* ---- attributes and files ------------------------------------------------ */
 
 static GUARDED_FN void
@@ -90,7 +168,7 @@ segfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* with the open file (the kernel before it reads past the size it
 	 * knows): wait for the job (namespace.c, lookup_wait) */
 	if (fi && ino_kind(ino) == K_WAIT) {
-		control_wait_attr(req, wait_job(ino), ino);
+		wait_for(req, wait_job(ino), 0, 0, ino);
 		return;
 	}
 	struct stat st;
@@ -122,7 +200,7 @@ segfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	(void)fi;
 	if (off >= 0 && ino_kind(ino) == K_WAIT) {
-		control_wait(req, wait_job(ino), size, off);
+		wait_for(req, wait_job(ino), size, off, 0);
 		return;
 	}
 	ns_bytes b;

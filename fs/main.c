@@ -130,7 +130,7 @@ int main(int argc, char *argv[])
 		log_daemon();
 	log_mounted(mnt ? mnt : cl.mountpoint, cl.mt && !cl.opts.singlethread);
 	/* threads after the fork of fuse_daemonize */
-	S.se = se;
+	segfs_notify(se);
 	int e = retire_start();
 	if (!e)
 		e = control_start();
@@ -163,7 +163,7 @@ out_threads:
 	ret = ret < 0 ? 1 : 0;
 	/* no more notifications: nobody would answer what they may wait
 	 * for */
-	__atomic_store_n(&S.se, NULL, __ATOMIC_SEQ_CST);
+	segfs_notify(NULL);
 	state_watch_stop();
 	control_stop();
 	retire_stop();
@@ -171,6 +171,7 @@ out_threads:
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_unload:
+	ptab_free_all();
 	state_unload();
 out_session:
 	fuse_session_destroy(se);

@@ -1,6 +1,9 @@
 /*
  * retire.c — what segfs does so that merged-away segments give their
- * space back, whatever the kernel caches (segfs.h, "retirement").
+ * space back, whatever the kernel caches (retire.h). It sits above the
+ * state: the state reports retired slots and catalog changes through the
+ * hooks registered here (state.h, retire_hooks), and the kernel is told
+ * through the state's notifier (kernel_notifier).
  *
  * A retired slot dies with its last reader; a reader is most often an
  * entry the kernel caches. Every catalog change gives view/ a new inode
@@ -12,8 +15,9 @@
  * file opened from an older cached entry, an open listing) the reaper
  * closes.
  */
-#include "segfs.h"
+#include "retire.h"
 #include "log.h"
+#include "state.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +37,7 @@ static double now_seconds(void)
 #define RECENT_MAX 256 /* recent entries dropped at a catalog change */
 #define DROP_DELAY 0.05 /* seconds: after the lookup's reply is in place */
 typedef struct drop_entry {
-	fuse_ino_t parent;
+	uint64_t parent;
 	double due;
 	char name[KVS_CATALOG_MAX_NAME + 1];
 } drop_entry;
@@ -54,7 +58,7 @@ static struct {
 	size_t next, n;
 } recent = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-void retire_note_entry(fuse_ino_t parent, const char *name)
+void retire_note_entry(uint64_t parent, const char *name)
 {
 	size_t len = strlen(name);
 	if (len > KVS_CATALOG_MAX_NAME)
@@ -68,9 +72,9 @@ void retire_note_entry(fuse_ino_t parent, const char *name)
 	pthread_mutex_unlock(&recent.lock);
 }
 
-void retire_slot_locked(slot *s)
+/* state.h, retire_hooks: s is no longer live. */
+static void slot_retired_locked(slot *s)
 {
-	s->retired = true;
 	s->retired_at = now_seconds();
 	if (R.n == R.cap) { /* without room it is closed at its last
 	                     * reader only */
@@ -83,7 +87,8 @@ void retire_slot_locked(slot *s)
 		R.ids[R.n++] = s->id;
 }
 
-void retire_changed_locked(void)
+/* state.h, retire_hooks: the catalog changed; view/ has its new inode. */
+static void changed_locked(void)
 {
 	double due = now_seconds() + DROP_DELAY;
 	pthread_mutex_lock(&recent.lock);
@@ -96,7 +101,7 @@ void retire_changed_locked(void)
 	pthread_cond_signal(&R.wake);
 }
 
-void retire_drop_entry_later(fuse_ino_t parent, const char *name)
+void retire_drop_entry_later(uint64_t parent, const char *name)
 {
 	size_t len = strlen(name);
 	if (len > KVS_CATALOG_MAX_NAME)
@@ -129,13 +134,11 @@ static double drop_due_entries(double t)
 		}
 	}
 	R.ndrop = keep;
-	struct fuse_session *se = __atomic_load_n(&S.se, __ATOMIC_SEQ_CST);
-	if (ndue && se) {
+	const kernel_notifier *k = atomic_load(&S.notify);
+	if (ndue && k) {
 		pthread_mutex_unlock(&S.lock); /* the kernel may call us */
 		for (size_t i = 0; i < ndue; i++)
-			fuse_lowlevel_notify_inval_entry(se, due[i].parent,
-			                                 due[i].name,
-			                                 strlen(due[i].name));
+			k->inval_entry(k->ctx, due[i].parent, due[i].name);
 		pthread_mutex_lock(&S.lock);
 	}
 	return next;
@@ -185,11 +188,15 @@ static void *reaper_main(void *arg)
 	return NULL;
 }
 
+static const retire_hooks hooks = {slot_retired_locked, changed_locked};
+
 int retire_start(void)
 {
 	R.stop = false;
 	int e = pthread_create(&R.thread, NULL, reaper_main, NULL);
 	R.running = e == 0;
+	if (R.running)
+		state_retire_hooks(&hooks);
 	return e;
 }
 
@@ -197,6 +204,7 @@ void retire_stop(void)
 {
 	if (!R.running)
 		return;
+	state_retire_hooks(NULL);
 	pthread_mutex_lock(&S.lock);
 	R.stop = true;
 	pthread_cond_signal(&R.wake);

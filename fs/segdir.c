@@ -11,7 +11,7 @@
  * without a catalog: a catalog written then would drop them for good, so
  * the rest is served from memory. S.ro_why says which, for control/merge.
  */
-#include "segfs.h"
+#include "state.h"
 #include "log.h"
 
 #include <dirent.h>
@@ -25,7 +25,7 @@
 
 static char ro_why[PATH_MAX + 512];
 
-/* Removes what a killed segfs left (control.c): .NAME.retired, a link to
+/* Removes what a killed segfs left (job_run.c): .NAME.retired, a link to
  * an input being retired; NAME itself goes too when the catalog does not
  * name it and it is the same file as the mark. (A killed merge's output
  * the catalog's recovery removes: kvs_catalog_open.) */

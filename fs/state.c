@@ -1,9 +1,11 @@
 /*
  * state.c — segfs's live state: segment slots, catalog snapshots, their
- * counts, reloading the catalog, retiring segments, per-thread cursors,
- * the directories of -o sep, and the catalog watcher (segfs.h).
+ * counts, reloading the catalog, retiring segments, per-thread cursors
+ * (state.h). FUSE-free:
+ * what changed is reported through the callbacks the layers above
+ * register (state_notify_set, state_retire_hooks).
  */
-#include "segfs.h"
+#include "state.h"
 #include "guard.h"
 #include "log.h"
 
@@ -12,13 +14,11 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/inotify.h>
 #include <unistd.h>
 
 struct segfs_state S = {
@@ -175,7 +175,7 @@ void snap_unref(snap *s, uint64_t n)
 	if (!s || n == 0)
 		return;
 	if (atomic_fetch_sub(&s->refs, n) == n) {
-		/* its slots lose it; the structure stays (segfs.h: a reader
+		/* its slots lose it; the structure stays (state.h: a reader
 		 * of S.current may still look at its count), its lists go */
 		for (size_t i = 0; i < s->n; i++)
 			slot_unref(slot_get(s->live[i]), 1);
@@ -331,7 +331,7 @@ static void note_skip(kvs_catalog_skip *k, const char *name, const char *why)
 	snprintf(k->why, sizeof k->why, "%s", why);
 }
 
-/* segfs.h */
+/* state.h */
 int snap_build(const snap *cur, snap **out, kvs_error *err)
 {
 	size_t n = kvs_catalog_count(S.cat);
@@ -479,7 +479,6 @@ static void free_snap(void *p)
 void state_unload(void)
 {
 	tls_release();
-	ptab_free_all();
 	tab_free(&snaps, free_snap);
 	tab_free(&slots, free_slot);
 	kvs_catalog_close(S.cat);
@@ -528,25 +527,35 @@ static bool has_slot(const uint8_t *marks, int b, const snap *s, uint32_t id)
 static void invalidate(const snap *old, const snap *now,
                        const uint8_t *marks)
 {
-	struct fuse_session *se = __atomic_load_n(&S.se, __ATOMIC_SEQ_CST);
-	if (!se)
+	const kernel_notifier *k = atomic_load(&S.notify);
+	if (!k)
 		return;
-	fuse_lowlevel_notify_inval_entry(se, INO_CONTROL, "catalog", 7);
-	fuse_lowlevel_notify_inval_inode(se, INO_CONTROL, 0, 0);
-	fuse_lowlevel_notify_inval_inode(se, INO_SEGMENTS, 0, 0);
+	k->inval_entry(k->ctx, INO_CONTROL, "catalog");
+	k->inval_inode(k->ctx, INO_CONTROL);
+	k->inval_inode(k->ctx, INO_SEGMENTS);
 	const snap *pair[2][2] = {{old, now}, {now, old}};
 	for (int p = 0; p < 2; p++) /* gone from segments/, or new there */
 		for (size_t i = 0; i < pair[p][0]->n; i++)
 			if (!has_slot(marks, 1 - p, pair[p][1],
-			              pair[p][0]->live[i])) {
-				const char *name =
-				    slot_get(pair[p][0]->live[i])->name;
-				fuse_lowlevel_notify_inval_entry(
-				    se, INO_SEGMENTS, name, strlen(name));
-			}
+			              pair[p][0]->live[i]))
+				k->inval_entry(k->ctx, INO_SEGMENTS,
+				               slot_get(pair[p][0]->live[i])->name);
 	atomic_fetch_add(&S.view_epoch, 1);
-	fuse_lowlevel_notify_inval_inode(se, INO_ROOT, 0, 0);
-	fuse_lowlevel_notify_inval_entry(se, INO_ROOT, "view", 4);
+	k->inval_inode(k->ctx, INO_ROOT);
+	k->inval_entry(k->ctx, INO_ROOT, "view");
+}
+
+/* retire.c's hooks (state_retire_hooks), or NULL. */
+static _Atomic(const retire_hooks *) retire_cb;
+
+void state_retire_hooks(const retire_hooks *h)
+{
+	atomic_store(&retire_cb, h);
+}
+
+void state_notify_set(const kernel_notifier *n)
+{
+	atomic_store(&S.notify, n);
 }
 
 int state_reload_locked(kvs_error *err)
@@ -562,10 +571,15 @@ int state_reload_locked(kvs_error *err)
 	if (rc)
 		return rc;
 	uint8_t *marks = membership(old, now);
+	const retire_hooks *r = atomic_load(&retire_cb);
 	pthread_mutex_lock(&S.lock);
 	for (size_t i = 0; i < old->n; i++)
-		if (!has_slot(marks, 1, now, old->live[i]))
-			retire_slot_locked(slot_get(old->live[i]));
+		if (!has_slot(marks, 1, now, old->live[i])) {
+			slot *s = slot_get(old->live[i]);
+			s->retired = true;
+			if (r)
+				r->slot_retired_locked(s);
+		}
 	atomic_store(&S.current, now);
 	pthread_mutex_unlock(&S.lock);
 	for (size_t i = 0; i < old->n; i++) /* old holds them still */
@@ -576,102 +590,13 @@ int state_reload_locked(kvs_error *err)
 			        slot_get(old->live[i])->name, now->generation);
 	invalidate(old, now, marks);
 	free(marks);
-	pthread_mutex_lock(&S.lock);
-	retire_changed_locked(); /* after the epoch: no new entry is kept */
-	pthread_mutex_unlock(&S.lock);
+	if (r) {
+		pthread_mutex_lock(&S.lock);
+		r->changed_locked(); /* after the epoch: no new entry is kept */
+		pthread_mutex_unlock(&S.lock);
+	}
 	snap_unref(old, 1); /* it is no longer current */
 	return 0;
-}
-
-/* ---- the catalog watcher -------------------------------------------------------- */
-
-static struct {
-	pthread_t thread;
-	int inotify, stop[2];
-	bool running;
-} W = {.inotify = -1, .stop = {-1, -1}};
-
-static void *watch_main(void *arg)
-{
-	(void)arg;
-	char buf[4096] __attribute__((aligned(8)));
-	struct pollfd p[2] = {{W.inotify, POLLIN, 0}, {W.stop[0], POLLIN, 0}};
-	for (;;) {
-		if (poll(p, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (p[1].revents)
-			break;
-		ssize_t n = read(W.inotify, buf, sizeof buf);
-		bool catalog = false;
-		for (ssize_t o = 0; o < n;) {
-			const struct inotify_event *e = (void *)(buf + o);
-			if (e->len && !strcmp(e->name, KVS_CATALOG_FILE))
-				catalog = true;
-			/* the queue overflowed: CATALOG's event may be among
-			 * those lost, so reload (the same generation is a
-			 * no-op) */
-			if (e->mask & IN_Q_OVERFLOW)
-				catalog = true;
-			o += (ssize_t)(sizeof *e + e->len);
-		}
-		if (!catalog)
-			continue;
-		kvs_error err;
-		pthread_mutex_lock(&S.publish);
-		/* segfs's own merges reload before they let go of
-		 * S.publish: a new generation here is another process's */
-		uint64_t was = atomic_load(&S.current)->generation;
-		if (state_reload_locked(&err) != 0)
-			log_msg(LOG_ERR,
-			        "the catalog changed but cannot be "
-			        "served: %s",
-			        err.message);
-		else if (atomic_load(&S.current)->generation != was)
-			log_msg(LOG_NOTICE,
-			        "serving catalog generation %" PRIu64
-			        " (was %" PRIu64 "), which another process "
-			        "published: %zu segments",
-			        atomic_load(&S.current)->generation, was,
-			        atomic_load(&S.current)->n);
-		pthread_mutex_unlock(&S.publish);
-	}
-	return NULL;
-}
-
-int state_watch_start(void)
-{
-	W.inotify = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-	if (W.inotify < 0)
-		return errno;
-	if (inotify_add_watch(W.inotify, S.segdir,
-	                      IN_MOVED_TO | IN_CLOSE_WRITE) < 0 ||
-	    pipe2(W.stop, O_CLOEXEC) < 0) {
-		int e = errno;
-		close(W.inotify);
-		W.inotify = -1;
-		return e;
-	}
-	int e = pthread_create(&W.thread, NULL, watch_main, NULL);
-	W.running = e == 0;
-	return e;
-}
-
-void state_watch_stop(void)
-{
-	if (W.running) {
-		(void)!write(W.stop[1], "x", 1);
-		pthread_join(W.thread, NULL);
-		W.running = false;
-	}
-	for (int i = 0; i < 2; i++)
-		if (W.stop[i] >= 0)
-			close(W.stop[i]);
-	if (W.inotify >= 0)
-		close(W.inotify);
-	W.inotify = W.stop[0] = W.stop[1] = -1;
 }
 
 /* ---- per-thread cursors ---------------------------------------------------------- */
@@ -830,125 +755,6 @@ kvs_cursor *slot_cursor(slot *s)
 		t->cur[s->id] = NULL;
 	pthread_mutex_unlock(&S.lock);
 	return t->cur[s->id];
-}
-
-/* ---- -o sep directories ------------------------------------------------------------ */
-
-typedef struct pnode {
-	uint64_t id;
-	uint64_t nlookup;
-	scope sc;
-	size_t plen;
-	struct pnode *next_key, *next_id;
-	uint8_t prefix[];
-} pnode;
-
-#define PTAB_SIZE 4096
-static struct {
-	pthread_mutex_t lock;
-	pnode *by_key[PTAB_SIZE], *by_id[PTAB_SIZE];
-	uint64_t next_id;
-} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .next_id = 1};
-
-static size_t ptab_hash(scope sc, const uint8_t *p, size_t n)
-{
-	uint64_t h = 1469598103934665603u ^ (sc.id * 2 + sc.view);
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 1099511628211u;
-	return (size_t)(h % PTAB_SIZE);
-}
-
-/* A directory of segments/NAME holds its segment; one of view/ follows
- * the current snapshot. */
-static void scope_ref(scope sc, int64_t d)
-{
-	if (!sc.view)
-		d > 0 ? slot_ref(slot_get(sc.id), 1)
-		      : slot_unref(slot_get(sc.id), 1);
-}
-
-fuse_ino_t ptab_ref(scope sc, const uint8_t *prefix, size_t plen)
-{
-	size_t h = ptab_hash(sc, prefix, plen);
-	pthread_mutex_lock(&P.lock);
-	pnode *n = P.by_key[h];
-	while (n && !(n->sc.view == sc.view && n->sc.id == sc.id &&
-	              n->plen == plen && memcmp(n->prefix, prefix, plen) == 0))
-		n = n->next_key;
-	if (!n && (n = malloc(sizeof *n + plen))) {
-		n->id = P.next_id++;
-		n->nlookup = 0;
-		n->sc = sc;
-		n->plen = plen;
-		memcpy(n->prefix, prefix, plen);
-		n->next_key = P.by_key[h];
-		P.by_key[h] = n;
-		n->next_id = P.by_id[n->id % PTAB_SIZE];
-		P.by_id[n->id % PTAB_SIZE] = n;
-		scope_ref(sc, 1); /* the directory holds its scope */
-	}
-	fuse_ino_t ino = 0;
-	if (n) {
-		n->nlookup++;
-		ino = make_ino(K_PREFIX, n->id);
-	}
-	pthread_mutex_unlock(&P.lock);
-	return ino;
-}
-
-void ptab_forget(uint64_t id, uint64_t count)
-{
-	pthread_mutex_lock(&P.lock);
-	pnode **pp = &P.by_id[id % PTAB_SIZE];
-	while (*pp && (*pp)->id != id)
-		pp = &(*pp)->next_id;
-	pnode *n = *pp;
-	if (n && (n->nlookup = n->nlookup > count ? n->nlookup - count : 0) == 0) {
-		*pp = n->next_id;
-		pnode **kp = &P.by_key[ptab_hash(n->sc, n->prefix, n->plen)];
-		while (*kp != n)
-			kp = &(*kp)->next_key;
-		*kp = n->next_key;
-	} else {
-		n = NULL;
-	}
-	pthread_mutex_unlock(&P.lock);
-	if (n) {
-		scope_ref(n->sc, -1);
-		free(n);
-	}
-}
-
-int ptab_get(uint64_t id, scope *sc, uint8_t **prefix, size_t *plen)
-{
-	int err = ENOENT;
-	pthread_mutex_lock(&P.lock);
-	pnode *n = P.by_id[id % PTAB_SIZE];
-	while (n && n->id != id)
-		n = n->next_id;
-	if (n && (*prefix = malloc(n->plen ? n->plen : 1))) {
-		memcpy(*prefix, n->prefix, n->plen);
-		*plen = n->plen;
-		*sc = n->sc;
-		err = 0;
-	} else if (n) {
-		err = ENOMEM;
-	}
-	pthread_mutex_unlock(&P.lock);
-	return err;
-}
-
-void ptab_free_all(void)
-{
-	for (size_t i = 0; i < PTAB_SIZE; i++) {
-		pnode *n = P.by_id[i];
-		while (n) {
-			pnode *next = n->next_id;
-			free(n);
-			n = next;
-		}
-		P.by_id[i] = P.by_key[i] = NULL;
-	}
 }
 
 __attribute__((constructor)) static void tls_key_init(void)

@@ -1,8 +1,8 @@
 /*
- * state.h — segfs's live state (state.c, segdir.c): segment slots and
- * catalog snapshots, the options, per-thread cursors, the directories of
- * -o sep. No FUSE header: the namespace (namespace.c) and its unit test
- * use it without a session.
+ * state.h — segfs's live state (FUSE-free): segment slots and catalog
+ * snapshots, the options in S, per-thread cursors, the directories of -o
+ * sep, and what the state reports to the layers above it (the kernel
+ * notifier, retirement's hooks).
  *
  * Lifetimes. A slot is one opened segment file; slot numbers are never
  * reused during a mount. A snapshot is one catalog generation: its live
@@ -30,14 +30,13 @@
 #include "kvseg/catalog.h"
 #include "kvseg/segment.h"
 #include "ino.h"
-#include "view.h"
-
-struct fuse_session;
 
 /* view/'s inode: it serves the current snapshot, and gets a new number
  * when the catalog changes what it shows, so that the kernel's cached
  * entries under the old number are never reached again (state.c). */
 static inline uint64_t view_ino(void);
+
+typedef struct kernel_notifier kernel_notifier;
 
 /* ---- slots and snapshots ------------------------------------------------- */
 
@@ -49,7 +48,7 @@ typedef struct slot {
 	struct stat st;      /* the segment file's */
 	atomic_uint_fast64_t refs;
 	bool retired;        /* no longer live */
-	double retired_at;   /* when (CLOCK_MONOTONIC seconds) */
+	double retired_at;   /* when (CLOCK_MONOTONIC seconds; retire.c) */
 	bool linked;         /* .NAME.retired is ours to delete at death */
 	bool busy;           /* an input of a queued or running job, or of
 	                      * a request of the write being checked */
@@ -98,7 +97,7 @@ struct segfs_state {
 	atomic_uint_fast64_t view_epoch; /* bumped when view/ changes */
 	kvs_catalog *cat;    /* under publish */
 	struct stat dir_st;  /* SEGDIR's */
-	struct fuse_session *se;
+	_Atomic(const kernel_notifier *) notify; /* state_notify_set */
 	pthread_key_t tls_key;
 };
 extern struct segfs_state S;
@@ -147,18 +146,19 @@ void state_load(void);
  * reference.
  */
 int snap_build(const snap *cur, snap **out, kvs_error *err);
+/* Unmount: closes everything (the -o sep directories first: ptab_free_all). */
 void state_unload(void);
 /*
  * Reads the newest catalog generation and makes it current (opening new
- * segments, retiring the rest), then tells the kernel what changed: the
- * entries it caches under view/ and of retired segments are dropped, so
- * that none keeps a retired segment (see retire.c). Under
+ * segments, retiring the rest), then tells the kernel what changed
+ * (S.notify): the entries it caches under view/ and of retired segments
+ * are dropped, so that none keeps a retired segment (see retire.c). Under
  * S.publish. Returns 0 or an errno (the current snapshot stays) with a
  * message in err.
  */
 int state_reload_locked(kvs_error *err);
 /* Starts the thread that reloads when another process changes the
- * catalog (inotify on SEGDIR). */
+ * catalog (inotify on SEGDIR; watch.c). */
 int state_watch_start(void);
 void state_watch_stop(void);
 
@@ -180,7 +180,38 @@ void tls_release(void);
  * readers, or a retired one held too long (retire.c). */
 void slot_die(slot *s);
 
-/* ---- -o sep directories ------------------------------------------------- */
+/* ---- what the state reports -------------------------------------------------
+ * The state tells its upper layers what changed through callbacks they
+ * register, never by calling them: the FUSE layer tells the kernel
+ * (kernel_notifier), retire.c keeps track of retired slots
+ * (retire_hooks). */
+
+/*
+ * What the kernel caches that a change makes wrong: an entry (parent,
+ * name) or an inode's attributes and listing. Called without S.lock (the
+ * kernel may send requests meanwhile) and never from within a request's
+ * handler, which would deadlock: what a lookup finds stale is dropped
+ * later by the reaper (retire_drop_entry_later).
+ */
+struct kernel_notifier {
+	void *ctx; /* the FUSE session */
+	void (*inval_entry)(void *ctx, uint64_t parent, const char *name);
+	void (*inval_inode)(void *ctx, uint64_t ino);
+};
+/* Registers n once the mount is in place; NULL at unmount, when nobody
+ * would answer what a notification may wait for. */
+void state_notify_set(const kernel_notifier *n);
+
+/* Under S.lock, from state_reload_locked: s is no longer live; then,
+ * after view/ got its new inode, the catalog changed. */
+typedef struct retire_hooks {
+	void (*slot_retired_locked)(slot *s);
+	void (*changed_locked)(void);
+} retire_hooks;
+/* Registers h (retire_start; NULL: retire_stop). */
+void state_retire_hooks(const retire_hooks *h);
+
+/* ---- -o sep directories (ptab.c) --------------------------------------- */
 
 /* A scope: a slot (segments/NAME, id its number), or view/ (the current
  * snapshot; id the epoch of the view/ inode it was reached through, so
