@@ -1,7 +1,7 @@
 /*
  * listing.c — listings of the directories of keys (namespace.h,
  * ns_readdir) and of the fixed ones. A listing is a composed cursor over
- * its scope's segments (view.h); an entry's offset is the position (slot
+ * its scope's segments (kvseg/view.h); an entry's offset is the position (slot
  * and ordinal) of its record, so that a listing resumed at any offset
  * seeks there instead of rescanning, whatever was listed since, and
  * memory does not grow with the entries listed. With -o sep, keys that
@@ -24,7 +24,8 @@
 
 struct ns_dir {
 	dirref d;
-	vcursor vc;
+	kvs_view *v;
+	bool end; /* past the listing's last entry, wherever v is */
 	off_t next_off; /* the offset the cursor's position continues, or -1 */
 	/* The key of the entry before the cursor's (since the listing's
 	 * start or a resume): every key the listing reaches must be above
@@ -74,7 +75,7 @@ int ns_opendir(uint64_t ino, ns_dir **out)
 	if (!h)
 		return ENOMEM;
 	int err = dir_resolve(ino, &h->d);
-	if (!err && (err = scope_open(&h->d, &h->vc)) != 0)
+	if (!err && (err = scope_open(&h->d, &h->v)) != 0)
 		dir_release(&h->d);
 	if (err) {
 		free(h);
@@ -94,7 +95,7 @@ void ns_closedir(ns_dir *h)
 	if (!h)
 		return;
 	if (!h->closed)
-		vc_close(&h->vc);
+		kvs_view_close(h->v);
 	free(h->last);
 	if (!h->d.sc.view)
 		slot_unref(slot_get(h->d.sc.id), 1);
@@ -116,16 +117,23 @@ static bool prefix_successor(uint8_t *p, size_t *n)
 	return true;
 }
 
+/* Is the handle's cursor on an entry of the listing? */
+static bool dir_more(const ns_dir *h)
+{
+	return !h->end && kvs_view_valid(h->v);
+}
+
 /* Positions the handle's cursor on the first entry after offset off. */
 static int dir_position(ns_dir *h, off_t off)
 {
 	dirref *d = &h->d;
 	kvs_status st;
 	h->has_last = false;
+	h->end = false;
 	if (off < OFF_ENTRIES) {
 		st = !d->sc.view && d->plen == 0
-		         ? vc_seek_ordinal(&h->vc, 0)
-		         : vc_seek(&h->vc, d->prefix, (uint64_t)d->plen * 8,
+		         ? kvs_view_seek_ordinal(h->v, 0)
+		         : kvs_view_seek(h->v, d->prefix, (uint64_t)d->plen * 8,
 		                   false);
 		return scope_fail(d, st, "starting the listing");
 	}
@@ -133,7 +141,7 @@ static int dir_position(ns_dir *h, off_t off)
 	uint32_t s = (uint32_t)(pos >> ORD_BITS);
 	uint64_t ord = pos & ORD_MASK;
 	if (!d->sc.view && S.sep < 0)
-		return scope_fail(d, vc_seek_ordinal(&h->vc, ord + 1),
+		return scope_fail(d, kvs_view_seek_ordinal(h->v, ord + 1),
 		                  "resuming the listing");
 	kvs_cursor *c = NULL;
 	int err = key_at(s, ord, &c);
@@ -150,7 +158,7 @@ static int dir_position(ns_dir *h, off_t off)
 	const uint8_t *sp =
 	    S.sep >= 0 ? memchr(rest, S.sep, (bits / 8) - d->plen) : NULL;
 	if (!sp)
-		return scope_fail(d, vc_seek(&h->vc, key, bits, true),
+		return scope_fail(d, kvs_view_seek(h->v, key, bits, true),
 		                  "resuming the listing");
 	/* the entry was a directory: continue after its prefix */
 	size_t n = (size_t)(sp - key) + 1;
@@ -159,9 +167,9 @@ static int dir_position(ns_dir *h, off_t off)
 		return ENOMEM;
 	memcpy(p, key, n);
 	if (prefix_successor(p, &n))
-		st = vc_seek(&h->vc, p, (uint64_t)n * 8, false);
+		st = kvs_view_seek(h->v, p, (uint64_t)n * 8, false);
 	else
-		st = (h->vc.winner = -1, KVS_OK);
+		st = (h->end = true, KVS_OK);
 	free(p);
 	return scope_fail(d, st, "resuming the listing");
 }
@@ -252,7 +260,7 @@ int ns_readdir(uint64_t ino, ns_dir *h, off_t off, bool plus,
 	/* a retired segment of the scope was closed (-o retire_after): the
 	 * listing lets its mapping go and ends */
 	if (!h->closed && !scope_alive(d)) {
-		vc_close(&h->vc);
+		kvs_view_close(h->v);
 		h->closed = true;
 	}
 	if (h->closed)
@@ -309,12 +317,12 @@ int ns_readdir(uint64_t ino, ns_dir *h, off_t off, bool plus,
 	kvs_status ks = KVS_OK;
 	uint8_t *tmp = NULL;
 	size_t tmp_cap = 0;
-	while (vc_valid(&h->vc)) {
-		kvs_cursor *c = vc_cur(&h->vc);
+	while (dir_more(h)) {
+		kvs_cursor *c = kvs_view_cursor(h->v);
 		uint64_t bits;
 		const uint8_t *key = kvs_cursor_key(c, &bits);
 		if (!has_prefix(key, bits, d->prefix, d->plen)) {
-			h->vc.winner = -1;
+			h->end = true;
 			break;
 		}
 		if (!dir_above_last(h, key, bits)) {
@@ -324,7 +332,7 @@ int ns_readdir(uint64_t ino, ns_dir *h, off_t off, bool plus,
 			          "before it (the segment's data is damaged)");
 			break;
 		}
-		uint32_t s = vc_slot(d, &h->vc);
+		uint32_t s = view_slot(d, h->v);
 		uint64_t ord = kvs_cursor_ordinal(c);
 		off_t eoff = (off_t)(OFF_ENTRIES + make_pos(s, ord));
 		const uint8_t *comp = key + d->plen;
@@ -361,7 +369,7 @@ int ns_readdir(uint64_t ino, ns_dir *h, off_t off, bool plus,
 				if (shadowed) {
 					if ((err = dir_set_last(h, key, bits)))
 						break;
-					if ((ks = vc_next(&h->vc)) != KVS_OK)
+					if ((ks = kvs_view_next(h->v)) != KVS_OK)
 						break;
 					continue;
 				}
@@ -381,18 +389,18 @@ int ns_readdir(uint64_t ino, ns_dir *h, off_t off, bool plus,
 		if ((err = dir_set_last(h, key, bits)))
 			break;
 		if (!sp)
-			ks = vc_next(&h->vc);
+			ks = kvs_view_next(h->v);
 		else if (prefix_successor(tmp, &n))
-			ks = vc_seek(&h->vc, tmp, (uint64_t)n * 8, false);
+			ks = kvs_view_seek(h->v, tmp, (uint64_t)n * 8, false);
 		else /* nothing sorts after this prefix */
-			ks = (h->vc.winner = -1, KVS_OK);
+			ks = (h->end = true, KVS_OK);
 		if (ks != KVS_OK)
 			break;
 	}
 	free(tmp);
 	if (!err && ks != KVS_OK)
 		err = scope_fail(d, ks, "listing");
-	if (!err && !vc_valid(&h->vc))
+	if (!err && !dir_more(h))
 		h->next_off = off; /* at the end: a resume adds nothing */
 done:
 	/* all of h before the reply: once replied, the listing may be

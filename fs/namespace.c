@@ -196,13 +196,16 @@ static int dir_find(const dirref *d, const char *name, size_t len,
 	size_t ncs;
 	if ((err = scope_cursors(d, &cs, &ncs)))
 		goto out;
-	vcursor vc;
-	vc_borrow(&vc, cs, ncs, scope_tombstones(d));
+	kvs_view *v;
+	err = scope_view(d, cs, ncs, &v);
+	free(cs);
+	if (err)
+		goto out;
 	size_t qlen = d->plen + (size_t)(cbits / 8);
-	kvs_status st = vc_seek(&vc, key, (uint64_t)qlen * 8, false);
-	while (st == KVS_OK && vc_valid(&vc)) {
+	kvs_status st = kvs_view_seek(v, key, (uint64_t)qlen * 8, false);
+	while (st == KVS_OK && kvs_view_valid(v)) {
 		uint64_t bits;
-		const uint8_t *k = kvs_cursor_key(vc_cur(&vc), &bits);
+		const uint8_t *k = kvs_cursor_key(kvs_view_cursor(v), &bits);
 		if (!has_prefix(k, bits, key, qlen))
 			break;
 		const uint8_t *comp = k + d->plen;
@@ -223,14 +226,15 @@ static int dir_find(const dirref *d, const char *name, size_t len,
 					err = ENOMEM;
 				}
 			} else {
-				*ino = key_ino(d, vc_slot(d, &vc),
-				               kvs_cursor_ordinal(vc_cur(&vc)));
+				*ino = key_ino(
+				    d, view_slot(d, v),
+				    kvs_cursor_ordinal(kvs_view_cursor(v)));
 			}
 			break;
 		}
-		st = vc_next(&vc);
+		st = kvs_view_next(v);
 	}
-	free(cs);
+	kvs_view_close(v);
 	if (!err)
 		err = scope_fail(d, st, "scanning keys for a long name");
 out:

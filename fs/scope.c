@@ -260,8 +260,13 @@ bool scope_tombstones(const dirref *d)
 	return !d->sc.view && S.tombstones;
 }
 
-/* A composed cursor of the directory's own (for open directories). */
-int scope_open(const dirref *d, vcursor *vc)
+static unsigned view_flags(const dirref *d)
+{
+	return scope_tombstones(d) ? KVS_VIEW_TOMBSTONES : 0;
+}
+
+/* A view of the directory's own (for open directories). */
+int scope_open(const dirref *d, kvs_view **v)
 {
 	const slot *bad = scope_damaged(d);
 	if (bad)
@@ -276,16 +281,22 @@ int scope_open(const dirref *d, vcursor *vc)
 		if (!(segs[i] = slot_get(scope_id(d, i))->seg))
 			err = ENOENT;
 	if (!err)
-		err = kvs_errno(vc_open(vc, segs, k, scope_tombstones(d)));
+		err = kvs_errno(kvs_view_open(v, segs, k, view_flags(d)));
 	pthread_mutex_unlock(&S.lock);
 	free(segs);
 	return err;
 }
 
-/* The slot of a composed cursor's current binding. */
-uint32_t vc_slot(const dirref *d, const vcursor *vc)
+int scope_view(const dirref *d, kvs_cursor *const *c, size_t n,
+               kvs_view **v)
 {
-	return scope_id(d, (size_t)vc->winner);
+	return kvs_errno(kvs_view_open_cursors(v, c, n, view_flags(d)));
+}
+
+/* The slot of a view's current binding. */
+uint32_t view_slot(const dirref *d, const kvs_view *v)
+{
+	return scope_id(d, kvs_view_source(v));
 }
 
 /* Looks key up in the directory's scope: *found when it has a visible
@@ -335,16 +346,19 @@ int scope_has_prefix(const dirref *d, const uint8_t *p, size_t plen,
 	int err = scope_cursors(d, &c, &n);
 	if (err)
 		return err;
-	vcursor vc;
-	vc_borrow(&vc, c, n, scope_tombstones(d));
-	kvs_status st = vc_seek(&vc, p, (uint64_t)plen * 8, false);
 	*yes = false;
-	if (st == KVS_OK && vc_valid(&vc)) {
+	kvs_view *v;
+	err = scope_view(d, c, n, &v);
+	free(c);
+	if (err)
+		return err;
+	kvs_status st = kvs_view_seek(v, p, (uint64_t)plen * 8, false);
+	if (st == KVS_OK && kvs_view_valid(v)) {
 		uint64_t bits;
-		const uint8_t *key = kvs_cursor_key(vc_cur(&vc), &bits);
+		const uint8_t *key = kvs_cursor_key(kvs_view_cursor(v), &bits);
 		*yes = has_prefix(key, bits, p, plen);
 	}
-	free(c);
+	kvs_view_close(v);
 	return scope_fail(d, st, "seeking a key prefix");
 }
 

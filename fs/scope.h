@@ -16,7 +16,7 @@
 
 #include "kvseg/segment.h"
 #include "state.h"
-#include "view.h"
+#include "kvseg/view.h"
 
 /* A directory of keys: a scope (a slot or view/) and a key prefix. */
 typedef struct dirref {
@@ -44,10 +44,14 @@ const slot *scope_damaged(const dirref *d);
 bool scope_tombstones(const dirref *d);
 /* This thread's cursors on the scope's segments (a malloc'd array). */
 int scope_cursors(const dirref *d, kvs_cursor ***out, size_t *n);
-/* A composed cursor of the directory's own (open directories). */
-int scope_open(const dirref *d, vcursor *vc);
-/* The slot of a composed cursor's current binding. */
-uint32_t vc_slot(const dirref *d, const vcursor *vc);
+/* A view of the directory's own, with cursors of its own (open
+ * directories); one over cursors c[0 .. n) this thread keeps
+ * (scope_cursors). kvs_view_close after success. */
+int scope_open(const dirref *d, kvs_view **v);
+int scope_view(const dirref *d, kvs_cursor *const *c, size_t n,
+               kvs_view **v);
+/* The slot of a view's current binding. */
+uint32_t view_slot(const dirref *d, const kvs_view *v);
 /* Looks key up: *found when visible, then *slot_out and *ord name it. */
 int scope_lookup(const dirref *d, const uint8_t *key, uint64_t bits,
                  bool *found, uint32_t *slot_out, uint64_t *ord);
