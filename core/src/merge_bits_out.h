@@ -157,10 +157,8 @@ static SPECIALIZED void tout_short(tout *o, const tin *b, bool typed,
 	fast_bw lbw = o->bw, *bw = &lbw;
 	/* one put (see the caller) */
 	tout_code_bits(bw, codes, nc, b->s, from, slen);
-	/* all ones for a tombstone: selects with masks (with ?: on the
-	 * bool, GCC's code for merge-disjoint-prefix-6 was 1.7 times as
-	 * slow; a narrow spill read back wide, which the CPU cannot forward,
-	 * is our guess) */
+	/* all ones for a tombstone: selects with masks, not ?: on the
+	 * bool, whose code was much slower (bench/README.md) */
 	uint64_t t = typed ? (uint64_t)b->tomb : 0, tm = 0 - t;
 	uint64_t vlen = b->vlen, vb = 8 * vlen; /* 0 for a tombstone */
 	uint64_t code, cnt, fvlen;

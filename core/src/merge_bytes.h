@@ -274,11 +274,8 @@ static SPECIALIZED bool bin_next_fast(bin *b, bool typed, bool ranked)
 			return false;
 	}
 	/* The suffix, in words from the LCP on: 16 bytes, then the rest (the
-	 * key buffer has 16 bytes to spare). Whole words at multiples of 8,
-	 * as decode_byte stores them (so that the compare's loads of such
-	 * words are forwarded from one store), took a masked first word and
-	 * a loop: with the compare on ranks, which loads no key, the
-	 * alignment no longer pays for them. */
+	 * key buffer has 16 bytes to spare). The compare is on ranks and
+	 * loads no key, so the words need not be aligned. */
 	kvs_store_le64(b->key + lcp, kvs_load_le64(s));
 	kvs_store_le64(b->key + lcp + 8, kvs_load_le64(s + 8));
 	for (uint64_t i = 16; i < slen; i += 8)
