@@ -8,10 +8,12 @@
  *   merge_general.c   the general loops, through the cursors and the writer
  *   merge_tree.h      the loser tree every N-input loop replays
  *   merge_tree_loop.h the engines' N-input loop, one template compiled twice
+ *   merge_two_loop.h  their two-input loop, likewise
  *   merge_bytes.h     the byte engine: inputs (bin) and output (bout) in line
  *   merge_bytes_two.c, merge_bytes_tree.c   its two-input and N-input loops
  *   merge_bits_in.h, merge_bits_out.h       the bit engine (tin, tout)
  *   merge_bits_two.c, merge_bits_tree.c     its two-input and N-input loops
+ *   merge_bits_gen.c  writes the bit engine's code tables at build time
  */
 #ifndef KVSEG_MERGE_INTERNAL_H
 #define KVSEG_MERGE_INTERNAL_H
