@@ -29,9 +29,13 @@
 #define BIT_MAXREC ((size_t)1024) /* output bytes of one record in line */
 #define BIT_REC (BIT_MAXREC - 128) /* key + value bytes in line */
 #define BIT_SPARE 128 /* stream bits past a value the loop may load */
-/* A short value's bytes at most: the kind bit, a VALLEN code between two
- * such lengths and the value fit one put (see tout_short, tin_tail). */
-#define BIT_SHORT 6
+/* The engine's code tables (vallen_codes, vallen_short, lcp_short here,
+ * tail_short, lcp_codes in merge_bits_out.h) and their constants, written
+ * at build time by merge_bits_gen.c, which says what each entry holds.
+ * BIT_SHORT is a short value's bytes at most: the kind bit, a VALLEN code
+ * between two such lengths and the value fit one put (see tout_short,
+ * tin_tail). */
+#include "merge_bits_tables.h"
 
 typedef struct tin { /* one input */
 	const uint8_t *s;   /* the record stream */
@@ -207,92 +211,6 @@ static inline void tin_fill(tin *b)
 		tin_fill_rest(b);
 }
 
-/*
- * The delta-EG0 VALLEN codes of up to 8 bits (FORMAT.md §3.1), by the 8
- * bits that begin with one: its length in the low byte (0 for a longer
- * code), the difference it encodes plus VALLEN_BIAS above it. With typed
- * framing, vallen_short has the kind bit and such a code after a value of
- * r <= BIT_SHORT bytes, by r and the 9 bits from the kind bit: the bits
- * from the kind bit to the value's end (the kind bit, the code, the value)
- * in the low byte, VALLEN above it, VS_TOMB for a tombstone (kind bit 0,
- * 1 bit in all); 0 for a longer code or a length below 0.
- */
-#define VALLEN_BIAS 128
-#define VS_TOMB_BIT 12
-#define VS_TOMB     ((uint16_t)1 << VS_TOMB_BIT)
-#define VC_N(b)                                                                \
-	((b) >= 128 ? 1 : (b) >= 64 ? 3 : (b) >= 32 ? 5 : (b) >= 16 ? 7 : 0)
-#define VC_Z(b) (((b) >> (8 - VC_N(b))) - 1) /* the zigzagged difference */
-#define VC_D(b) ((VC_Z(b) & 1) ? -((VC_Z(b) + 1) / 2) : VC_Z(b) / 2)
-#define VC_E(b)                                                                \
-	(VC_N(b) ? (uint32_t)(VC_D(b) + VALLEN_BIAS) << 8 | VC_N(b) : 0u)
-#define VC_4(b)  VC_E(b), VC_E((b) + 1), VC_E((b) + 2), VC_E((b) + 3)
-#define VC_16(b) VC_4(b), VC_4((b) + 4), VC_4((b) + 8), VC_4((b) + 12)
-#define VC_64(b) VC_16(b), VC_16((b) + 16), VC_16((b) + 32), VC_16((b) + 48)
-static const uint32_t vallen_codes[256] = {VC_64(0), VC_64(64), VC_64(128),
-                                           VC_64(192)};
-#define VS_E(r, i)                                                             \
-	((i) < 256 ? (uint16_t)(VS_TOMB | 1)                                   \
-	 : VC_N((i)-256) && (r) + VC_D((i)-256) >= 0                           \
-	     ? (uint16_t)((unsigned)((r) + VC_D((i)-256)) << 8 |               \
-	                  (1 + VC_N((i)-256) + 8 * ((r) + VC_D((i)-256))))     \
-	     : (uint16_t)0)
-#define VS_4(r, i)                                                             \
-	VS_E(r, i), VS_E(r, (i) + 1), VS_E(r, (i) + 2), VS_E(r, (i) + 3)
-#define VS_16(r, i)                                                            \
-	VS_4(r, i), VS_4(r, (i) + 4), VS_4(r, (i) + 8), VS_4(r, (i) + 12)
-#define VS_64(r, i)                                                            \
-	VS_16(r, i), VS_16(r, (i) + 16), VS_16(r, (i) + 32), VS_16(r, (i) + 48)
-#define VS_512(r)                                                              \
-	{                                                                      \
-		VS_64(r, 0), VS_64(r, 64), VS_64(r, 128), VS_64(r, 192),       \
-		    VS_64(r, 256), VS_64(r, 320), VS_64(r, 384), VS_64(r, 448) \
-	}
-static const uint16_t vallen_short[BIT_SHORT + 1][512] = {
-    VS_512(0), VS_512(1), VS_512(2), VS_512(3),
-    VS_512(4), VS_512(5), VS_512(6)};
-#undef VS_512
-#undef VS_64
-#undef VS_16
-#undef VS_4
-#undef VS_E
-#undef VC_64
-#undef VC_16
-#undef VC_4
-#undef VC_E
-#undef VC_D
-#undef VC_Z
-#undef VC_N
-
-/*
- * The delta-EG2 LCP code of up to 9 bits and a KEYLEN code 1 after it (the
- * length unchanged), by the 10 bits that begin with the LCP code (FORMAT.md
- * §3.1, §6.2): the two codes' length in the low byte, the LCP difference
- * they encode above it (an arithmetic shift by 8 gives it); 0 for a longer
- * LCP code or another KEYLEN code.
- */
-#define LS_Z(i) ((i) >= 512 ? 0 : (i) >= 256 ? 1 : (i) >= 128 ? 2 : 3)
-#define LS_N(i) (2 * LS_Z(i) + 3)             /* the LCP code's bits */
-#define LS_V(i) (((i) >> (10 - LS_N(i))) - 4) /* the zigzagged difference */
-#define LS_D(i) ((LS_V(i) & 1) ? -((LS_V(i) + 1) / 2) : LS_V(i) / 2)
-#define LS_E(i)                                                                \
-	((i) >= 64 && ((i) >> (9 - LS_N(i))) & 1 ? LS_D(i) * 256 + LS_N(i) + 1 \
-	                                         : 0)
-#define LS_4(i)   LS_E(i), LS_E((i) + 1), LS_E((i) + 2), LS_E((i) + 3)
-#define LS_16(i)  LS_4(i), LS_4((i) + 4), LS_4((i) + 8), LS_4((i) + 12)
-#define LS_64(i)  LS_16(i), LS_16((i) + 16), LS_16((i) + 32), LS_16((i) + 48)
-#define LS_256(i) LS_64(i), LS_64((i) + 64), LS_64((i) + 128), LS_64((i) + 192)
-static const int32_t lcp_short[1024] = {LS_256(0), LS_256(256), LS_256(512),
-                                        LS_256(768)};
-#undef LS_256
-#undef LS_64
-#undef LS_16
-#undef LS_4
-#undef LS_E
-#undef LS_D
-#undef LS_V
-#undef LS_N
-#undef LS_Z
 
 /*
  * The rest of a record decoded in line, from bit t on, whose top `valid`

@@ -140,32 +140,6 @@ static SPECIALIZED void tout_tail(tout *o, const tin *b, bool typed)
 	}
 }
 
-/*
- * With typed framing, the kind bit and the VALLEN code of a value of v <=
- * BIT_SHORT bytes after one of r <= BIT_SHORT bytes, by r and v (7 for a
- * tombstone: the kind bit 0): the code in bits 8 to 15, its length in the
- * low byte, VALLEN's state after it (v, or r after a tombstone) above
- * (FORMAT.md §3.1, §6.2).
- */
-#define TS_Z(r, v) ((v) >= (r) ? 2 * ((v) - (r)) : 2 * ((r) - (v)) - 1)
-#define TS_N(z)    ((z) + 1 >= 8 ? 7 : (z) + 1 >= 4 ? 5 : (z) + 1 >= 2 ? 3 : 1)
-#define TS_E(r, v)                                                             \
-	((v) == 7 ? (uint32_t)(r) << 16 | 1u                                   \
-	          : (uint32_t)(v) << 16 |                                      \
-	                (1u << TS_N(TS_Z(r, v)) | (TS_Z(r, v) + 1)) << 8 |     \
-	                (TS_N(TS_Z(r, v)) + 1))
-#define TS_ROW(r)                                                              \
-	{                                                                      \
-		TS_E(r, 0), TS_E(r, 1), TS_E(r, 2), TS_E(r, 3), TS_E(r, 4),    \
-		    TS_E(r, 5), TS_E(r, 6), TS_E(r, 7)                         \
-	}
-static const uint32_t tail_short[BIT_SHORT + 1][8] = {
-    TS_ROW(0), TS_ROW(1), TS_ROW(2), TS_ROW(3),
-    TS_ROW(4), TS_ROW(5), TS_ROW(6)};
-#undef TS_ROW
-#undef TS_E
-#undef TS_N
-#undef TS_Z
 
 /*
  * A usual record (see tout_usual) with a short suffix and a short value
@@ -183,10 +157,8 @@ static SPECIALIZED void tout_short(tout *o, const tin *b, bool typed,
 	fast_bw lbw = o->bw, *bw = &lbw;
 	/* one put (see the caller) */
 	tout_code_bits(bw, codes, nc, b->s, from, slen);
-	/* all ones for a tombstone: selects with masks (with ?: on the
-	 * bool, GCC's code for merge-disjoint-prefix-6 was 1.7 times as
-	 * slow; a narrow spill read back wide, which the CPU cannot forward,
-	 * is our guess) */
+	/* all ones for a tombstone: selects with masks, not ?: on the
+	 * bool, whose code was much slower (bench/README.md) */
 	uint64_t t = typed ? (uint64_t)b->tomb : 0, tm = 0 - t;
 	uint64_t vlen = b->vlen, vb = 8 * vlen; /* 0 for a tombstone */
 	uint64_t code, cnt, fvlen;
@@ -239,27 +211,6 @@ static SPECIALIZED void tout_len(tout *o, uint64_t len)
 		o->max_len = len;
 }
 
-/*
- * The delta-EG2 code of an LCP difference d in [-LE_BIAS, LE_BIAS) and the
- * KEYLEN code 1 after it (the length unchanged), by d + LE_BIAS: the two
- * codes above the low byte, their length in it (FORMAT.md §3.1, §6.2).
- */
-#define LE_BIAS 32
-#define LE_Z(d) ((d) >= 0 ? 2 * (d) : -2 * (d)-1) /* zigzagged */
-#define LE_N(x)                                                                \
-	((x) >= 64 ? 11 : (x) >= 32 ? 9 : (x) >= 16 ? 7 : (x) >= 8 ? 5 : 3)
-#define LE_E(i)                                                                \
-	((uint32_t)((LE_Z((i)-LE_BIAS) + 4) << 1 | 1) << 8 |                   \
-	 (LE_N(LE_Z((i)-LE_BIAS) + 4) + 1))
-#define LE_4(i)  LE_E(i), LE_E((i) + 1), LE_E((i) + 2), LE_E((i) + 3)
-#define LE_16(i) LE_4(i), LE_4((i) + 4), LE_4((i) + 8), LE_4((i) + 12)
-static const uint32_t lcp_codes[2 * LE_BIAS] = {LE_16(0), LE_16(16), LE_16(32),
-                                                LE_16(48)};
-#undef LE_16
-#undef LE_4
-#undef LE_E
-#undef LE_N
-#undef LE_Z
 
 /* A record that is not a restart, with room for it: its key and value
  * below BIT_REC bytes, so every code below 2^32. */
@@ -479,6 +430,88 @@ static SPECIALIZED kvs_status tout_put(tfast *f, tin *b, const bool *live,
 	tout_usual(o, b, typed);
 	o->budget--;
 	return KVS_OK;
+}
+
+
+/* ---- the engine's operations for the loop templates -------------------
+ *
+ * What merge_tree_loop.h and merge_two_loop.h call (they list them); the
+ * two-input loop's own are in merge_bits_two.c.
+ */
+
+static SPECIALIZED kvs_status tl_setup(tfast *f, merge *m)
+{
+	return loop_setup(m, &f->old, &f->first);
+}
+
+static SPECIALIZED void tl_load(tin *b, const kvs_cursor *c)
+{
+	tin_load(b, c);
+}
+
+static SPECIALIZED kvs_status tl_emit_first(merge *m, size_t i)
+{
+	return emit_first_bit(m, i);
+}
+
+static SPECIALIZED kvs_status tl_out_load(tfast *f, kvs_writer *w,
+                                          kvs_error *err)
+{
+	return tout_load(&f->o, w, err);
+}
+
+static SPECIALIZED void tl_first(tfast *f, const kvs_writer *w)
+{
+	f->first_len = w->first_bits;
+	memcpy(f->first, w->first_key, (size_t)seg_key_bytes(f->first_len));
+}
+
+static SPECIALIZED uint64_t tl_head_lcp(const tin *a, const tin *b, int *cmp)
+{
+	return seg_key_lcp(a->key, a->len, b->key, b->len, cmp);
+}
+
+/* An input's end is found out of line. */
+static SPECIALIZED kvs_status tl_advance(tfast *f, size_t i, bool *live,
+                                         bool typed)
+{
+	if (!tin_next_fast(&f->in[i], typed) &&
+	    !tin_next_restart(&f->in[i], typed))
+		return tin_next_slow(f, i, live);
+	return KVS_OK;
+}
+
+static SPECIALIZED bool tl_tomb(const tin *b)
+{
+	return b->tomb;
+}
+
+static SPECIALIZED kvs_status tl_put(tfast *f, tin *b, const bool *live,
+                                     bool typed)
+{
+	return tout_put(f, b, live, typed);
+}
+
+static SPECIALIZED void tl_keep_key(kvs_writer *w, tin *b)
+{
+	tin_fill(b);
+	memcpy(w->prev_key, b->key, (size_t)seg_key_bytes(b->len));
+}
+
+static SPECIALIZED uint64_t tl_consumed(const tfast *f, const bool *live)
+{
+	return tfast_consumed(f, live);
+}
+
+static SPECIALIZED void tl_sync(kvs_writer *w, const tfast *f, uint64_t out)
+{
+	tout_sync(w, &f->o, out);
+}
+
+static SPECIALIZED void tl_last_key(kvs_writer *w, const tfast *f, tin *b)
+{
+	tin_fill(b);
+	memcpy(w->prev_key, b->key, (size_t)seg_key_bytes(f->o.prev_len));
 }
 
 #endif

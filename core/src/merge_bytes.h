@@ -274,11 +274,8 @@ static SPECIALIZED bool bin_next_fast(bin *b, bool typed, bool ranked)
 			return false;
 	}
 	/* The suffix, in words from the LCP on: 16 bytes, then the rest (the
-	 * key buffer has 16 bytes to spare). Whole words at multiples of 8,
-	 * as decode_byte stores them (so that the compare's loads of such
-	 * words are forwarded from one store), took a masked first word and
-	 * a loop: with the compare on ranks, which loads no key, the
-	 * alignment no longer pays for them. */
+	 * key buffer has 16 bytes to spare). The compare is on ranks and
+	 * loads no key, so the words need not be aligned. */
 	kvs_store_le64(b->key + lcp, kvs_load_le64(s));
 	kvs_store_le64(b->key + lcp + 8, kvs_load_le64(s + 8));
 	for (uint64_t i = 16; i < slen; i += 8)
@@ -646,6 +643,85 @@ static kvs_status fast_setup(fast *f, merge *m)
 		return seg_writer_fail(w, m->err, KVS_E_NOMEM, "%s: %s",
 		                       "out of memory");
 	return st;
+}
+
+
+/* ---- the engine's operations for the loop templates -------------------
+ *
+ * What merge_tree_loop.h and merge_two_loop.h call (they list them); the
+ * two-input loop's own are in merge_bytes_two.c.
+ */
+
+static SPECIALIZED kvs_status tl_setup(fast *f, merge *m)
+{
+	return fast_setup(f, m);
+}
+
+static SPECIALIZED void tl_load(bin *b, const kvs_cursor *c)
+{
+	bin_load(b, c);
+}
+
+static SPECIALIZED kvs_status tl_emit_first(merge *m, size_t i)
+{
+	return emit_first_byte(m, i);
+}
+
+static SPECIALIZED kvs_status tl_out_load(fast *f, kvs_writer *w,
+                                          kvs_error *err)
+{
+	(void)err;
+	bout_load(&f->o, w);
+	return KVS_OK;
+}
+
+static SPECIALIZED void tl_first(fast *f, const kvs_writer *w)
+{
+	f->first_len = w->first_bits / 8;
+	memcpy(f->first, w->first_key, (size_t)f->first_len);
+}
+
+static SPECIALIZED uint64_t tl_head_lcp(const bin *a, const bin *b, int *cmp)
+{
+	return key_lcp_bits(a->key, a->len, b->key, b->len, cmp) / 8;
+}
+
+static SPECIALIZED kvs_status tl_advance(fast *f, size_t i, bool *live,
+                                         bool typed)
+{
+	return bin_advance(f, i, live, typed, false);
+}
+
+static SPECIALIZED bool tl_tomb(const bin *b)
+{
+	return b->vh == 0; /* typed: a tombstone */
+}
+
+static SPECIALIZED kvs_status tl_put(fast *f, bin *b, const bool *live,
+                                     bool typed)
+{
+	return bout_put(f, b, live, typed);
+}
+
+static SPECIALIZED void tl_keep_key(kvs_writer *w, const bin *b)
+{
+	memcpy(w->prev_key, b->key, (size_t)b->len);
+}
+
+static SPECIALIZED uint64_t tl_consumed(const fast *f, const bool *live)
+{
+	return fast_consumed(f, live);
+}
+
+static SPECIALIZED void tl_sync(kvs_writer *w, const fast *f, uint64_t out)
+{
+	bout_sync(w, &f->o, out);
+}
+
+static SPECIALIZED void tl_last_key(kvs_writer *w, const fast *f,
+                                    const bin *b)
+{
+	memcpy(w->prev_key, b->key, (size_t)f->o.prev_len);
 }
 
 #endif

@@ -59,10 +59,8 @@ static void replay(merge *m, size_t i)
 /* How the inputs are decoded: in line with their mode as a constant, when
  * every input has it, or through kvs_cursor_next. */
 enum { IN_ANY, IN_BYTE, IN_BIT_DEFAULT };
-/* Moves input i to its next record, counting and reporting progress
- * (unless !count: the caller counts, and has no progress callback). */
-static SPECIALIZED kvs_status advance_counted(merge *m, size_t i, int in,
-                                              bool count)
+/* Moves input i to its next record, counting and reporting progress. */
+static SPECIALIZED kvs_status advance_with(merge *m, size_t i, int in)
 {
 	kvs_cursor *c = m->cur[i];
 	kvs_status st =
@@ -72,16 +70,9 @@ static SPECIALIZED kvs_status advance_counted(merge *m, size_t i, int in,
 	        : kvs_cursor_next(c);
 	if (st != KVS_OK)
 		return input_failed(m, i, st);
-	if (!count)
-		return KVS_OK;
 	if (++m->st.input_records >= m->next_progress && m->opt->progress)
 		return report_progress(m, m->st.input_records);
 	return KVS_OK;
-}
-
-static SPECIALIZED kvs_status advance_with(merge *m, size_t i, int in)
-{
-	return advance_counted(m, i, in, true);
 }
 
 /* Writes input i's current record (the newest binding of its key), unless
@@ -158,21 +149,20 @@ static SPECIALIZED uint64_t lcp_of(const kvs_writer *w, const kvs_cursor *c,
 }
 
 /*
- * advance_counted for the two-input loop. The writer rejects a key that
+ * advance_with for the two-input loop. The writer rejects a key that
  * is not above the last it wrote, which catches an input out of order as
  * long as every record is written or equals one that is. A strong delete
  * writes no tombstone, so there the input's next key is compared with the
  * one it moves past (in m->last, which only the tree uses otherwise).
  */
-static SPECIALIZED kvs_status advance_two(merge *m, size_t i, int in,
-                                          bool count)
+static SPECIALIZED kvs_status advance_two(merge *m, size_t i, int in)
 {
 	if (!m->opt->drop_tombstones)
-		return advance_counted(m, i, in, count);
+		return advance_with(m, i, in);
 	kvs_cursor *c = m->cur[i];
 	uint64_t bits = c->key_bits;
 	memcpy(m->last, c->key, (size_t)seg_key_bytes(bits));
-	kvs_status st = advance_counted(m, i, in, count);
+	kvs_status st = advance_with(m, i, in);
 	if (st == KVS_OK && on_record(c) &&
 	    seg_key_compare(c->key, c->key_bits, m->last, bits) <= 0)
 		return kvs_error_set(m->err, KVS_E_CORRUPT,
@@ -186,10 +176,10 @@ static SPECIALIZED kvs_status advance_two(merge *m, size_t i, int in,
  * (or SEG_LCP_UNKNOWN), and moves the input on. */
 static SPECIALIZED kvs_status take(merge *m, size_t i, int in,
                                    kvs_profile profile, const seg_field *fields,
-                                   uint64_t lcp, bool track, bool count)
+                                   uint64_t lcp, bool track)
 {
 	kvs_status st = emit_known(m, i, profile, fields, lcp, track);
-	return st == KVS_OK ? advance_two(m, i, in, count) : st;
+	return st == KVS_OK ? advance_two(m, i, in) : st;
 }
 
 /*
@@ -198,13 +188,12 @@ static SPECIALIZED kvs_status take(merge *m, size_t i, int in,
  * key with the last output key P, when known, and the writer is handed
  * it instead of comparing the keys again: the loser's from the round's
  * compare (it is above P, the winner's key), the winner's next key's from
- * field_lcp (LCP_FIELD until then). Without count (no progress callback)
- * the loop counts no input record: the cursors' ordinals do at the end.
+ * field_lcp (LCP_FIELD until then).
  */
 static SPECIALIZED kvs_status merge_two_track(merge *m, int in,
                                               kvs_profile profile,
                                               const seg_field *fields,
-                                              bool track, bool count)
+                                              bool track)
 {
 	kvs_cursor *a = m->cur[0], *b = m->cur[1];
 	const kvs_writer *w = m->w;
@@ -227,14 +216,14 @@ static SPECIALIZED kvs_status merge_two_track(merge *m, int in,
 			                      b->key_bits);
 		if (cmp < 0) {
 			st = take(m, 0, in, profile, fields,
-			          track ? lcp_of(w, a, la) : la, track, count);
+			          track ? lcp_of(w, a, la) : la, track);
 			if (st == KVS_OK && track) {
 				la = LCP_FIELD;
 				lb = cl;
 			}
 		} else if (cmp > 0) {
 			st = take(m, 1, in, profile, fields,
-			          track ? lcp_of(w, b, lb) : lb, track, count);
+			          track ? lcp_of(w, b, lb) : lb, track);
 			if (st == KVS_OK && track) {
 				lb = LCP_FIELD;
 				la = cl;
@@ -243,17 +232,13 @@ static SPECIALIZED kvs_status merge_two_track(merge *m, int in,
 			m->st.replaced++;
 			/* both inputs were on P's key */
 			st = take(m, 1, in, profile, fields,
-			          track ? lcp_of(w, b, lb) : lb, track, count);
+			          track ? lcp_of(w, b, lb) : lb, track);
 			if (st == KVS_OK &&
-			    (st = advance_two(m, 0, in, count)) == KVS_OK &&
+			    (st = advance_two(m, 0, in)) == KVS_OK &&
 			    track)
 				la = lb = LCP_FIELD;
 		}
 	}
-	/* every input record the loop moved past: the cursors start at
-	 * their first (an input that failed counts all its records) */
-	if (!count)
-		m->st.input_records += a->ordinal + b->ordinal;
 	return st;
 }
 
@@ -261,7 +246,7 @@ static SPECIALIZED kvs_status merge_two_with(merge *m, int in,
                                              kvs_profile profile,
                                              const seg_field *fields)
 {
-	return merge_two_track(m, in, profile, fields, false, true);
+	return merge_two_track(m, in, profile, fields, false);
 }
 
 /*
@@ -281,12 +266,8 @@ FLATTEN kvs_status merge_two_bit(merge *m)
 	if (m->opt->drop_tombstones)
 		return merge_two_with(m, IN_BIT_DEFAULT, KVS_PROFILE_BIT,
 		                      seg_default_fields);
-	/* without a progress callback the cursors count the input records */
-	if (m->opt->progress)
-		return merge_two_track(m, IN_BIT_DEFAULT, KVS_PROFILE_BIT,
-		                       seg_default_fields, true, true);
 	return merge_two_track(m, IN_BIT_DEFAULT, KVS_PROFILE_BIT,
-	                       seg_default_fields, true, false);
+	                       seg_default_fields, true);
 }
 /*
  * Moves input i, whose record was the last round's key, to its next record

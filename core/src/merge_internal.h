@@ -8,10 +8,12 @@
  *   merge_general.c   the general loops, through the cursors and the writer
  *   merge_tree.h      the loser tree every N-input loop replays
  *   merge_tree_loop.h the engines' N-input loop, one template compiled twice
+ *   merge_two_loop.h  their two-input loop, likewise
  *   merge_bytes.h     the byte engine: inputs (bin) and output (bout) in line
  *   merge_bytes_two.c, merge_bytes_tree.c   its two-input and N-input loops
  *   merge_bits_in.h, merge_bits_out.h       the bit engine (tin, tout)
  *   merge_bits_two.c, merge_bits_tree.c     its two-input and N-input loops
+ *   merge_bits_gen.c  writes the bit engine's code tables at build time
  */
 #ifndef KVSEG_MERGE_INTERNAL_H
 #define KVSEG_MERGE_INTERNAL_H
@@ -45,11 +47,11 @@
 /*
  * The merge loops are specialized for each mode by inlining the readers and
  * the writer into them (SPECIALIZED functions, FLATTEN loops): several of
- * them are 60-100 KB of code, and merge.c takes half a minute to compile at
- * -O3 and two and a half minutes under AddressSanitizer. Builds with a
- * sanitizer test the code, not its speed: there both attributes are left
- * out, which keeps the same source and the same checks and compiles merge.c
- * in seconds. GCC says that AddressSanitizer or ThreadSanitizer is on
+ * them are 60-200 KB of code, and the merge's files take most of the
+ * library's compile time, several times as much under AddressSanitizer.
+ * Builds with a sanitizer test the code, not its speed: there both
+ * attributes are left out, which keeps the same source and the same checks
+ * and compiles the merge in seconds. GCC says that AddressSanitizer or ThreadSanitizer is on
  * with __SANITIZE_*__, clang with __has_feature.
  */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -101,8 +103,8 @@ kvs_status input_failed(merge *m, size_t i, kvs_status st);
 /*
  * Progress and the in-line loops' setup, static in every file that uses
  * them: GCC then knows what they touch and which registers they clobber
- * where the loops call them, and keeps the loops as they were before the
- * split (bench/README.md).
+ * where the loops call them, and keeps more of the loops' state in
+ * registers (bench/README.md).
  */
 /*
  * Before a flush of the fast loops, `consumed` input records done: when
