@@ -334,6 +334,19 @@ def test_retire_after(tmp):
             m.close()
 
 
+def dir_bytes(d, keep=lambda name: True):
+    """The bytes of d's files (those keep admits); a file removed between
+    the listing and its stat (a retired segment's death) counts 0."""
+    total = 0
+    for x in os.listdir(d):
+        if keep(x):
+            try:
+                total += os.path.getsize(os.path.join(d, x))
+            except FileNotFoundError:
+                pass
+    return total
+
+
 def soak(tmp, opts, seconds):
     """Readers on every key of view/ while merges follow each other for
     `seconds`: no read fails or differs, and what retired segments hold
@@ -362,8 +375,7 @@ def soak(tmp, opts, seconds):
     try:
         for t in threads:
             t.start()
-        seg_bytes = sum(os.path.getsize(os.path.join(d, x)) for x in os.listdir(d)
-                        if x.endswith(".seg"))
+        seg_bytes = dir_bytes(d, lambda x: x.endswith(".seg"))
         t_end = time.time() + seconds
         next_sample = time.time()
         while time.time() < t_end:
@@ -375,7 +387,7 @@ def soak(tmp, opts, seconds):
                 break
             if time.time() >= next_sample:
                 mapped, retired, rss = held(m, d)
-                disk = sum(os.path.getsize(os.path.join(d, x)) for x in os.listdir(d))
+                disk = dir_bytes(d)
                 samples.append((time.time(), mapped, len(retired), disk, rss))
                 next_sample += 1
     finally:
