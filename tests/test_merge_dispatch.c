@@ -3,7 +3,7 @@
  * (core/src/merge.c, select_loop) against the general loop.
  *
  * The in-line engines are second implementations of the general loop
- * (merge_tree_any), kept for speed; this holds each to it. For every cell
+ * (kvsi_merge_tree_any), kept for speed; this holds each to it. For every cell
  * of the table — output profile byte/bit x framing typed/raw x 2, 3 and 7
  * inputs x tombstones kept/dropped x disjoint/overlapping keys x short and
  * long keys and values — the inputs are merged twice, once as kvs_merge
@@ -236,7 +236,8 @@ static merge_loop merge_once(kvs_segment **segs, const cell *c,
 	mo.includes_oldest = true;
 	merge_hooks h = {.force_general = general};
 	kvs_error err;
-	kvs_status st = seg_merge_hooked(segs, c->n, out, &mo, stats, &err, &h);
+	kvs_status st =
+	    kvsi_merge_hooked(segs, c->n, out, &mo, stats, &err, &h);
 	if (st != KVS_OK)
 		fail_msg("%s: %s merge: %s", g_case,
 		         general ? "general" : "chosen", err.message);
@@ -245,16 +246,16 @@ static merge_loop merge_once(kvs_segment **segs, const cell *c,
 
 static void run_cell(const cell *c, test_rng *r)
 {
-	snprintf(g_case, sizeof g_case,
-	         "%s-%s n=%zu %s %s %s%s expecting %s",
+	snprintf(g_case, sizeof g_case, "%s-%s n=%zu %s %s %s%s expecting %s",
 	         c->profile == KVS_PROFILE_BYTE ? "byte" : "bit",
 	         c->framing == KVS_FRAMING_TYPED ? "typed" : "raw", c->n,
 	         c->drop ? "drop" : "keep",
 	         c->overlap ? "overlapping" : "disjoint",
 	         c->big ? "long" : "short",
-	         c->mix == 1 ? " mixed-framing" : c->mix == 2 ? " mixed-profile"
-	                                                     : "",
-	         merge_loop_name(c->expect));
+	         c->mix == 1   ? " mixed-framing"
+	         : c->mix == 2 ? " mixed-profile"
+	                       : "",
+	         kvsi_merge_loop_name(c->expect));
 	size_t per = c->big ? 120 : 500;
 	size_t nk = per * c->n;
 	rec *keys = calloc(nk, sizeof *keys);
@@ -280,10 +281,10 @@ static void run_cell(const cell *c, test_rng *r)
 	merge_loop ran = merge_once(segs, c, chosen, false, &s1);
 	merge_loop gen = merge_once(segs, c, general, true, &s2);
 	if (ran != c->expect)
-		fail_msg("%s: ran %s", g_case, merge_loop_name(ran));
+		fail_msg("%s: ran %s", g_case, kvsi_merge_loop_name(ran));
 	if (gen != MERGE_LOOP_TREE_ANY)
 		fail_msg("%s: forced general ran %s", g_case,
-		         merge_loop_name(gen));
+		         kvsi_merge_loop_name(gen));
 	if (memcmp(&s1, &s2, sizeof s1) != 0)
 		fail_msg("%s: stats differ: in %llu/%llu out %llu/%llu "
 		         "replaced %llu/%llu dropped %llu/%llu",

@@ -52,7 +52,7 @@ void kvs_cursor_close(kvs_cursor *c)
 }
 
 /* Out of line: the error path stays out of the cursor step. */
-SEG_OUT_OF_LINE kvs_status seg_cursor_invalidate(kvs_cursor *c, kvs_status st)
+SEG_OUT_OF_LINE kvs_status kvsi_cursor_invalidate(kvs_cursor *c, kvs_status st)
 {
 	c->ordinal = c->seg->records;
 	c->key_bits = 0;
@@ -95,13 +95,13 @@ decode_at(kvs_cursor *c, uint64_t ordinal,
 	} else {
 		if (off != kvs_br_position(&c->br) &&
 		    (st = kvs_br_seek(&c->br, off)) != KVS_OK)
-			return seg_cursor_invalidate(c, KVS_E_CORRUPT);
+			return kvsi_cursor_invalidate(c, KVS_E_CORRUPT);
 		st = s->default_codes
 		         ? decode_bit_with(c, restart, seg_default_fields)
 		         : decode_bit_with(c, restart, s->fields);
 	}
 	if (st != KVS_OK)
-		return seg_cursor_invalidate(c, st);
+		return kvsi_cursor_invalidate(c, st);
 	c->ordinal = ordinal;
 	c->in_block = in_block;
 	return KVS_OK;
@@ -113,7 +113,7 @@ static kvs_status load_restart(kvs_cursor *c, uint64_t j)
 	uint64_t off;
 	kvs_status st = kvsi_ef_get(&c->seg->restarts, j, &off);
 	if (st != KVS_OK)
-		return seg_cursor_invalidate(c, KVS_E_CORRUPT);
+		return kvsi_cursor_invalidate(c, KVS_E_CORRUPT);
 	return decode_at(c, j * c->seg->restart_interval, 0, off);
 }
 
@@ -122,7 +122,7 @@ static kvs_status load_restart(kvs_cursor *c, uint64_t j)
 kvs_status kvs_cursor_first(kvs_cursor *c)
 {
 	if (c->seg->records == 0)
-		return seg_cursor_invalidate(c, KVS_OK);
+		return kvsi_cursor_invalidate(c, KVS_OK);
 	return load_restart(c, 0);
 }
 
@@ -148,7 +148,7 @@ kvs_status kvs_cursor_seek_ordinal(kvs_cursor *c, uint64_t i)
 {
 	const kvs_segment *s = c->seg;
 	if (i >= s->records)
-		return seg_cursor_invalidate(c, KVS_OK);
+		return kvsi_cursor_invalidate(c, KVS_OK);
 	kvs_status st = load_restart(c, i / s->restart_interval);
 	for (uint64_t n = i % s->restart_interval; st == KVS_OK && n; n--)
 		st = kvs_cursor_next(c);
@@ -199,7 +199,7 @@ KVS_MULTIVERSION static kvs_status seek_key(kvs_cursor *c, const void *key,
 	const kvs_segment *s = c->seg;
 	*found = false;
 	if (s->records == 0)
-		return seg_cursor_invalidate(c, KVS_OK);
+		return kvsi_cursor_invalidate(c, KVS_OK);
 	/* lo = the number of restarts whose key is <= key */
 	uint64_t lo = 0, hi = s->restart_count;
 	if (s->fences) { /* narrow [lo, hi) to the restarts whose fence ties */
@@ -209,7 +209,7 @@ KVS_MULTIVERSION static kvs_status seek_key(kvs_cursor *c, const void *key,
 		if (lcp < s->fence_skip) { /* before or after every key */
 			if (cmp > 0)
 				return kvs_cursor_first(c);
-			return seg_cursor_invalidate(c, KVS_OK);
+			return kvsi_cursor_invalidate(c, KVS_OK);
 		}
 		uint32_t f = seg_key_fence(key, key_bits, s->fence_skip);
 		uint64_t a = 0, b = s->restart_count; /* first fence >= f */
@@ -236,7 +236,7 @@ KVS_MULTIVERSION static kvs_status seek_key(kvs_cursor *c, const void *key,
 		int cmp;
 		kvs_status st = compare_restart(c, mid, key, key_bits, &cmp);
 		if (st != KVS_OK)
-			return seg_cursor_invalidate(c, st);
+			return kvsi_cursor_invalidate(c, st);
 		if (cmp <= 0)
 			lo = mid + 1;
 		else
@@ -341,7 +341,7 @@ kvs_status kvs_cursor_value(kvs_cursor *c, const uint8_t **value,
 	/* the value ends the record, and the reader is at the record's end */
 	uint64_t value_bit = kvs_br_position(&c->br) - 8 * (uint64_t)n;
 	const uint8_t *src = s->stream + value_bit / 8;
-	seg_copy_shifted(c->vbuf, src, (unsigned)(value_bit & 7), n);
+	kvsi_copy_shifted(c->vbuf, src, (unsigned)(value_bit & 7), n);
 	*value = c->vbuf;
 	*value_len = n;
 	return KVS_OK;

@@ -11,7 +11,7 @@
 #include "segment_internal.h"
 
 /* Puts the cursor at the end; maps decoding errors to KVS_E_CORRUPT. */
-kvs_status seg_cursor_invalidate(kvs_cursor *c, kvs_status st);
+kvs_status kvsi_cursor_invalidate(kvs_cursor *c, kvs_status st);
 
 /* ---- decoding one record ----------------------------------------------- */
 
@@ -240,7 +240,7 @@ seg_cursor_next_with(kvs_cursor *c, kvs_profile profile,
 	if (c->ordinal >= s->records)
 		return KVS_OK;
 	if (__builtin_expect(c->ordinal + 1 == s->records, 0))
-		return seg_cursor_invalidate(c, KVS_OK);
+		return kvsi_cursor_invalidate(c, KVS_OK);
 	uint32_t in_block = c->in_block + 1;
 	if (in_block == s->restart_interval)
 		in_block = 0;
@@ -250,7 +250,7 @@ seg_cursor_next_with(kvs_cursor *c, kvs_profile profile,
 	else /* the reader is already at the next record */
 		st = decode_bit_with(c, in_block == 0, fields);
 	if (__builtin_expect(st != KVS_OK, 0))
-		return seg_cursor_invalidate(c, st);
+		return kvsi_cursor_invalidate(c, st);
 	c->ordinal++;
 	c->in_block = in_block;
 	return KVS_OK;

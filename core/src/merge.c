@@ -40,7 +40,7 @@ static void input_name(const kvs_segment *s, size_t i, char *out, size_t cap)
 		snprintf(out, cap, "input %zu (%s)", i, path);
 }
 
-kvs_status input_failed(merge *m, size_t i, kvs_status st)
+kvs_status kvsi_input_failed(merge *m, size_t i, kvs_status st)
 {
 	char name[PATH_MAX + 96];
 	input_name(m->cur[i]->seg, i, name, sizeof name);
@@ -48,7 +48,7 @@ kvs_status input_failed(merge *m, size_t i, kvs_status st)
 	                     kvs_cursor_ordinal(m->cur[i]), kvs_strerror(st));
 }
 
-/* Can merge_two_bytes_fast (two inputs) or merge_tree_bytes_fast take
+/* Can kvsi_merge_two_bytes_fast (two inputs) or kvsi_merge_tree_bytes_fast take
  * this merge? */
 static bool bytes_fast_fits(const merge *m)
 {
@@ -64,8 +64,8 @@ static bool bytes_fast_fits(const merge *m)
 	return !m->opt->drop_tombstones || first_kept(m);
 }
 
-/* Can merge_two_bits_fast (two inputs) or merge_tree_bits_fast take this
- * merge? */
+/* Can kvsi_merge_two_bits_fast (two inputs) or kvsi_merge_tree_bits_fast take
+ * this merge? */
 static bool bits_fast_fits(const merge *m)
 {
 	const kvs_writer *w = m->w;
@@ -88,7 +88,7 @@ static bool bits_fast_fits(const merge *m)
  * (drop: a strong delete into typed framing; raw framing holds none).
  * Each in-line engine is a second implementation of its general loop,
  * there for speed (bench/README.md has the measurements);
- * tests/test_merge_dispatch.c holds each cell to merge_tree_any.
+ * tests/test_merge_dispatch.c holds each cell to kvsi_merge_tree_any.
  */
 enum engine {
 	ENGINE_ANY,          /* any mix of modes, through kvs_cursor_next */
@@ -106,29 +106,29 @@ typedef struct loop_entry {
 
 #define LOOP(f, id) {f, id}
 static const loop_entry select_loop[ENGINES][2][2] = {
-	/* [engine][n > 2][drop] */
-	[ENGINE_ANY] = {{LOOP(merge_two_any, MERGE_LOOP_TWO_ANY),
-	                 LOOP(merge_two_any, MERGE_LOOP_TWO_ANY)},
-	                {LOOP(merge_tree_any, MERGE_LOOP_TREE_ANY),
-	                 LOOP(merge_tree_any, MERGE_LOOP_TREE_ANY)}},
-	[ENGINE_BYTE] = {{LOOP(merge_two_byte, MERGE_LOOP_TWO_BYTE),
-	                  LOOP(merge_two_byte, MERGE_LOOP_TWO_BYTE)},
-	                 {LOOP(merge_tree_byte, MERGE_LOOP_TREE_BYTE),
-	                  LOOP(merge_tree_byte, MERGE_LOOP_TREE_BYTE)}},
-	[ENGINE_BIT] = {{LOOP(merge_two_bit, MERGE_LOOP_TWO_BIT),
-	                 LOOP(merge_two_bit, MERGE_LOOP_TWO_BIT)},
-	                {LOOP(merge_tree_bit, MERGE_LOOP_TREE_BIT),
-	                 LOOP(merge_tree_bit, MERGE_LOOP_TREE_BIT)}},
-	[ENGINE_BYTES_INLINE] =
-	    {{LOOP(merge_two_bytes_fast, MERGE_LOOP_TWO_BYTES_INLINE),
-	      LOOP(merge_two_bytes_fast, MERGE_LOOP_TWO_BYTES_INLINE)},
-	     {LOOP(merge_tree_bytes_fast, MERGE_LOOP_TREE_BYTES_INLINE),
-	      LOOP(merge_tree_bytes_fast, MERGE_LOOP_TREE_BYTES_INLINE)}},
-	[ENGINE_BITS_INLINE] =
-	    {{LOOP(merge_two_bits_fast, MERGE_LOOP_TWO_BITS_INLINE),
-	      LOOP(merge_two_bits_drop, MERGE_LOOP_TWO_BITS_DROP)},
-	     {LOOP(merge_tree_bits_fast, MERGE_LOOP_TREE_BITS_INLINE),
-	      LOOP(merge_tree_bits_drop, MERGE_LOOP_TREE_BITS_DROP)}},
+    /* [engine][n > 2][drop] */
+    [ENGINE_ANY] = {{LOOP(kvsi_merge_two_any, MERGE_LOOP_TWO_ANY),
+                     LOOP(kvsi_merge_two_any, MERGE_LOOP_TWO_ANY)},
+                    {LOOP(kvsi_merge_tree_any, MERGE_LOOP_TREE_ANY),
+                     LOOP(kvsi_merge_tree_any, MERGE_LOOP_TREE_ANY)}},
+    [ENGINE_BYTE] = {{LOOP(kvsi_merge_two_byte, MERGE_LOOP_TWO_BYTE),
+                      LOOP(kvsi_merge_two_byte, MERGE_LOOP_TWO_BYTE)},
+                     {LOOP(kvsi_merge_tree_byte, MERGE_LOOP_TREE_BYTE),
+                      LOOP(kvsi_merge_tree_byte, MERGE_LOOP_TREE_BYTE)}},
+    [ENGINE_BIT] = {{LOOP(kvsi_merge_two_bit, MERGE_LOOP_TWO_BIT),
+                     LOOP(kvsi_merge_two_bit, MERGE_LOOP_TWO_BIT)},
+                    {LOOP(kvsi_merge_tree_bit, MERGE_LOOP_TREE_BIT),
+                     LOOP(kvsi_merge_tree_bit, MERGE_LOOP_TREE_BIT)}},
+    [ENGINE_BYTES_INLINE] =
+        {{LOOP(kvsi_merge_two_bytes_fast, MERGE_LOOP_TWO_BYTES_INLINE),
+          LOOP(kvsi_merge_two_bytes_fast, MERGE_LOOP_TWO_BYTES_INLINE)},
+         {LOOP(kvsi_merge_tree_bytes_fast, MERGE_LOOP_TREE_BYTES_INLINE),
+          LOOP(kvsi_merge_tree_bytes_fast, MERGE_LOOP_TREE_BYTES_INLINE)}},
+    [ENGINE_BITS_INLINE] =
+        {{LOOP(kvsi_merge_two_bits_fast, MERGE_LOOP_TWO_BITS_INLINE),
+          LOOP(kvsi_merge_two_bits_drop, MERGE_LOOP_TWO_BITS_DROP)},
+         {LOOP(kvsi_merge_tree_bits_fast, MERGE_LOOP_TREE_BITS_INLINE),
+          LOOP(kvsi_merge_tree_bits_drop, MERGE_LOOP_TREE_BITS_DROP)}},
 };
 #undef LOOP
 
@@ -147,7 +147,7 @@ static const char *const loop_names[MERGE_LOOPS] = {
 	[MERGE_LOOP_TREE_BITS_DROP] = "tree-bits-drop",
 };
 
-const char *merge_loop_name(merge_loop loop)
+const char *kvsi_merge_loop_name(merge_loop loop)
 {
 	return (unsigned)loop < MERGE_LOOPS ? loop_names[loop] : "none";
 }
@@ -173,7 +173,8 @@ static enum engine engine_of(const merge *m)
  * general one whatever the modes. */
 static const loop_entry *choose_loop(const merge *m, const merge_hooks *hooks)
 {
-	static const loop_entry general = {merge_tree_any, MERGE_LOOP_TREE_ANY};
+	static const loop_entry general = {kvsi_merge_tree_any,
+	                                   MERGE_LOOP_TREE_ANY};
 	if (hooks && hooks->force_general)
 		return &general;
 	bool drop = m->opt->drop_tombstones &&
@@ -185,14 +186,13 @@ kvs_status kvs_merge(kvs_segment *const *inputs, size_t n,
                      const char *out_path, const kvs_merge_options *opt,
                      kvs_merge_stats *stats, kvs_error *err)
 {
-	return seg_merge_hooked(inputs, n, out_path, opt, stats, err, NULL);
+	return kvsi_merge_hooked(inputs, n, out_path, opt, stats, err, NULL);
 }
 
-kvs_status seg_merge_hooked(kvs_segment *const *inputs, size_t n,
-                            const char *out_path,
-                            const kvs_merge_options *opt,
-                            kvs_merge_stats *stats, kvs_error *err,
-                            merge_hooks *hooks)
+kvs_status kvsi_merge_hooked(kvs_segment *const *inputs, size_t n,
+                             const char *out_path, const kvs_merge_options *opt,
+                             kvs_merge_stats *stats, kvs_error *err,
+                             merge_hooks *hooks)
 {
 	if (hooks)
 		hooks->loop = MERGE_LOOPS;
@@ -263,7 +263,7 @@ kvs_status seg_merge_hooked(kvs_segment *const *inputs, size_t n,
 			goto out;
 		}
 		if ((st = kvs_cursor_first(m.cur[i])) != KVS_OK) {
-			input_failed(&m, i, st);
+			kvsi_input_failed(&m, i, st);
 			goto out;
 		}
 	}

@@ -72,7 +72,7 @@ static SPECIALIZED void tout_code_stream(fast_bw *o, uint64_t code, unsigned nc,
 		/* output byte j is now q[j] << d | q[j + 1] >> (8 - d); the
 		 * blocks read q[0 .. 32 blocks], within the total bits */
 		size_t blocks = (size_t)((total - 64) / 256);
-		seg_copy_shifted(p, q, d, 32 * blocks);
+		kvsi_copy_shifted(p, q, d, 32 * blocks);
 		p += 32 * blocks;
 		q += 32 * blocks;
 		total -= 256 * (uint64_t)blocks;
@@ -293,11 +293,12 @@ static void tout_sync(kvs_writer *w, const tout *o, uint64_t out)
 static kvs_status tout_load(tout *o, kvs_writer *w, kvs_error *err)
 {
 	kvs_status st;
-	if (w->bw.len >= FAST_CHUNK && (st = seg_writer_flush(w, err)) != KVS_OK)
+	if (w->bw.len >= FAST_CHUNK &&
+	    (st = kvsi_writer_flush(w, err)) != KVS_OK)
 		return st;
 	if (kvs_bw_reserve_slow(&w->bw, FAST_CHUNK + BIT_MAXREC) != KVS_OK)
-		return seg_writer_fail(w, err, KVS_E_NOMEM, "%s: %s",
-		                       "out of memory");
+		return kvsi_writer_fail(w, err, KVS_E_NOMEM, "%s: %s",
+		                        "out of memory");
 	o->bw = fbw_load(&w->bw);
 	o->tombstones = w->tombstones;
 	o->key_bits = w->key_bits;
@@ -351,7 +352,7 @@ static uint32_t words_fence(const uint8_t *key, uint64_t bits, uint64_t skip)
 
 /* An output restart, when b is the usual record and the buffer has room
  * for it: its place in the restart index and its fence
- * (seg_writer_restart), its whole key, its fields from 0, and the next
+ * (kvsi_writer_restart), its whole key, its fields from 0, and the next
  * budget; false (nothing done) otherwise. */
 static SPECIALIZED bool tout_try_restart(tfast *f, tin *b, bool typed)
 {
@@ -451,7 +452,7 @@ static SPECIALIZED void tl_load(tin *b, const kvs_cursor *c)
 
 static SPECIALIZED kvs_status tl_emit_first(merge *m, size_t i)
 {
-	return emit_first_bit(m, i);
+	return kvsi_emit_first_bit(m, i);
 }
 
 static SPECIALIZED kvs_status tl_out_load(tfast *f, kvs_writer *w,

@@ -41,18 +41,18 @@ static SPECIALIZED bool tin_match(void *inputs, const bool *live, size_t x,
 #include "merge_tree_loop.h"
 
 /* The framing as a constant; a strong delete (see merge_tree_loop.h) in
- * merge_tree_bits_drop. */
-KVS_MULTIVERSION NO_SLP kvs_status merge_tree_bits_fast(merge *m)
+ * kvsi_merge_tree_bits_drop. */
+KVS_MULTIVERSION NO_SLP kvs_status kvsi_merge_tree_bits_fast(merge *m)
 {
 	if (m->w->opt.framing == KVS_FRAMING_TYPED)
 		return merge_tree_bits_with(m, true, false);
 	return merge_tree_bits_with(m, false, false);
 }
 
-/* A strong delete in a function of its own, as merge_two_bits_drop: with
+/* A strong delete in a function of its own, as kvsi_merge_two_bits_drop: with
  * its loop the third in one function, GCC stopped inlining fbw_put and
  * seg_unzigzag in the other two. */
-KVS_MULTIVERSION NO_SLP kvs_status merge_tree_bits_drop(merge *m)
+KVS_MULTIVERSION NO_SLP kvs_status kvsi_merge_tree_bits_drop(merge *m)
 {
 	return merge_tree_bits_with(m, true, true);
 }

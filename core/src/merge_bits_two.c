@@ -75,7 +75,7 @@ static SPECIALIZED kvs_status tw_next_slow(tfast *f, size_t i, bool *live)
 #include "merge_two_loop.h"
 
 /* The framing as a constant (typed: tombstones and the kind bit). */
-KVS_MULTIVERSION NO_SLP kvs_status merge_two_bits_fast(merge *m)
+KVS_MULTIVERSION NO_SLP kvs_status kvsi_merge_two_bits_fast(merge *m)
 {
 	if (m->w->opt.framing == KVS_FRAMING_TYPED)
 		return merge_two_bits_with(m, true, false);
@@ -83,8 +83,8 @@ KVS_MULTIVERSION NO_SLP kvs_status merge_two_bits_fast(merge *m)
 }
 
 /* A strong delete (typed framing), in a function of its own: a third
- * instance of the loop in merge_two_bits_fast made the others longer. */
-KVS_MULTIVERSION NO_SLP kvs_status merge_two_bits_drop(merge *m)
+ * instance of the loop in kvsi_merge_two_bits_fast made the others longer. */
+KVS_MULTIVERSION NO_SLP kvs_status kvsi_merge_two_bits_drop(merge *m)
 {
 	return merge_two_bits_with(m, true, true);
 }

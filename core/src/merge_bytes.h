@@ -357,7 +357,7 @@ bin_next_slow(fast *f, size_t i, bool *live)
 	c->prev_vh = b->vh;
 	kvs_status st = decode_byte(c, ib == 0, (uint64_t)(b->p - s->stream));
 	if (st != KVS_OK) {
-		st = seg_cursor_invalidate(c, st);
+		st = kvsi_cursor_invalidate(c, st);
 		return kvs_error_set(m->err, st, "input %zu: record %" PRIu64 ": %s",
 		                     i, rec, kvs_strerror(st));
 	}
@@ -513,7 +513,7 @@ static SPECIALIZED void bout_usual(bout *o, const bin *b, bool typed)
 	o->op = bout_body(o, p, b, lcp, vc, typed);
 }
 
-/* The fence parts of a restart key (seg_writer_restart), from the key
+/* The fence parts of a restart key (kvsi_writer_restart), from the key
  * with 8 readable bytes past it. */
 static void fast_restart_index(fast *f, const bin *b)
 {
@@ -565,10 +565,11 @@ bout_put_slow(fast *f, const bin *b, const bool *live)
 		bout_sync(w, o,
 		          fast_consumed(f, live) - m->st.replaced -
 		              m->st.dropped);
-		return seg_writer_add(w, b->key, 8 * b->len,
-		                      b->typed && b->vh == 0 ? KVS_KIND_TOMBSTONE
-		                                             : KVS_KIND_VALUE,
-		                      b->value, 0, (size_t)b->vlen, m->err);
+		return kvsi_writer_add(w, b->key, 8 * b->len,
+		                       b->typed && b->vh == 0
+		                           ? KVS_KIND_TOMBSTONE
+		                           : KVS_KIND_VALUE,
+		                       b->value, 0, (size_t)b->vlen, m->err);
 	}
 	uint64_t consumed;
 	if (o->until_restart == 0 && m->opt->progress &&
@@ -581,12 +582,12 @@ bout_put_slow(fast *f, const bin *b, const bool *live)
 	w->buf_len = (size_t)(o->op - w->buf);
 	if (w->buf_len >= FAST_CHUNK || need > w->buf_cap - w->buf_len) {
 		project_hint(m, fast_consumed(f, live));
-		if ((st = seg_writer_flush(w, m->err)) != KVS_OK)
+		if ((st = kvsi_writer_flush(w, m->err)) != KVS_OK)
 			return st;
 		if (seg_grow(&w->buf, &w->buf_cap,
 		             w->buf_len + need + FAST_CHUNK) != KVS_OK)
-			return seg_writer_fail(w, m->err, KVS_E_NOMEM, "%s: %s",
-			                       "out of memory");
+			return kvsi_writer_fail(w, m->err, KVS_E_NOMEM,
+			                        "%s: %s", "out of memory");
 		o->op = w->buf + w->buf_len;
 	}
 	if (o->until_restart) {
@@ -640,8 +641,8 @@ static kvs_status fast_setup(fast *f, merge *m)
 	kvs_status st = loop_setup(m, &f->old, &f->first);
 	if (st == KVS_OK &&
 	    seg_grow(&w->buf, &w->buf_cap, FAST_CHUNK + FAST_MAXREC) != KVS_OK)
-		return seg_writer_fail(w, m->err, KVS_E_NOMEM, "%s: %s",
-		                       "out of memory");
+		return kvsi_writer_fail(w, m->err, KVS_E_NOMEM, "%s: %s",
+		                        "out of memory");
 	return st;
 }
 
@@ -664,7 +665,7 @@ static SPECIALIZED void tl_load(bin *b, const kvs_cursor *c)
 
 static SPECIALIZED kvs_status tl_emit_first(merge *m, size_t i)
 {
-	return emit_first_byte(m, i);
+	return kvsi_emit_first_byte(m, i);
 }
 
 static SPECIALIZED kvs_status tl_out_load(fast *f, kvs_writer *w,

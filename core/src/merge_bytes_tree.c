@@ -43,8 +43,8 @@ static SPECIALIZED bool bin_match(void *inputs, const bool *live, size_t x,
 
 #include "merge_tree_loop.h"
 
-/* The framing as a constant; a strong delete as merge_tree_bits_fast. */
-kvs_status merge_tree_bytes_fast(merge *m)
+/* The framing as a constant; a strong delete as kvsi_merge_tree_bits_fast. */
+kvs_status kvsi_merge_tree_bytes_fast(merge *m)
 {
 	if (m->w->opt.framing == KVS_FRAMING_TYPED)
 		return m->opt->drop_tombstones

@@ -76,7 +76,7 @@ static SPECIALIZED kvs_status tw_next_slow(fast *f, size_t i, bool *live)
 #include "merge_two_loop.h"
 
 /* The framing as a constant (typed: tombstones and value lengths). */
-kvs_status merge_two_bytes_fast(merge *m)
+kvs_status kvsi_merge_two_bytes_fast(merge *m)
 {
 	if (m->w->opt.framing == KVS_FRAMING_TYPED)
 		return m->opt->drop_tombstones

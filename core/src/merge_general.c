@@ -2,9 +2,9 @@
  * merge_general.c — the general loops: every input through its cursor,
  * every record through the writer (seg_writer_add_read), so any mix of
  * modes merges. Instantiated with the decoder and the output's mode as
- * constants for the usual modes (merge_two_byte, merge_tree_bit, ...), and
- * once for any (merge_tree_any: the loop the tests hold every other one
- * to).
+ * constants for the usual modes (kvsi_merge_two_byte, kvsi_merge_tree_bit,
+ * ...), and once for any (kvsi_merge_tree_any: the loop the tests hold every
+ * other one to).
  */
 #include "merge_tree.h"
 
@@ -69,7 +69,7 @@ static SPECIALIZED kvs_status advance_with(merge *m, size_t i, int in)
 	        ? seg_cursor_next_with(c, KVS_PROFILE_BIT, seg_default_fields)
 	        : kvs_cursor_next(c);
 	if (st != KVS_OK)
-		return input_failed(m, i, st);
+		return kvsi_input_failed(m, i, st);
 	if (++m->st.input_records >= m->next_progress && m->opt->progress)
 		return report_progress(m, m->st.input_records);
 	return KVS_OK;
@@ -255,12 +255,12 @@ static SPECIALIZED kvs_status merge_two_with(merge *m, int in,
  * otherwise stop inlining the reader's and the writer's small helpers
  * into so large a loop, and pass their state through memory.
  */
-FLATTEN kvs_status merge_two_byte(merge *m)
+FLATTEN kvs_status kvsi_merge_two_byte(merge *m)
 {
 	return merge_two_with(m, IN_BYTE, KVS_PROFILE_BYTE, seg_default_fields);
 }
 
-FLATTEN kvs_status merge_two_bit(merge *m)
+FLATTEN kvs_status kvsi_merge_two_bit(merge *m)
 {
 	/* a dropped tombstone is no output: the LCPs are not with it */
 	if (m->opt->drop_tombstones)
@@ -343,8 +343,9 @@ static SPECIALIZED kvs_status merge_tree_with(merge *m, int in,
 	return st;
 }
 
-/* Instantiated for the usual modes, as merge_two_byte and merge_two_bit. */
-FLATTEN kvs_status merge_tree_byte(merge *m)
+/* Instantiated for the usual modes, as kvsi_merge_two_byte and
+ * kvsi_merge_two_bit. */
+FLATTEN kvs_status kvsi_merge_tree_byte(merge *m)
 {
 	return merge_tree_with(m, IN_BYTE, KVS_PROFILE_BYTE,
 	                       seg_default_fields);
@@ -352,8 +353,8 @@ FLATTEN kvs_status merge_tree_byte(merge *m)
 
 /* Also built for x86-64-v3 (kvseg/cpu.h), whose LZCNT and BMI2 shifts the
  * cursors' EG decoders use, which made it measurably faster;
- * merge_two_bit gained nothing measurable and is built once. */
-KVS_MULTIVERSION FLATTEN kvs_status merge_tree_bit(merge *m)
+ * kvsi_merge_two_bit gained nothing measurable and is built once. */
+KVS_MULTIVERSION FLATTEN kvs_status kvsi_merge_tree_bit(merge *m)
 {
 	return merge_tree_with(m, IN_BIT_DEFAULT, KVS_PROFILE_BIT,
 	                       seg_default_fields);
@@ -361,7 +362,7 @@ KVS_MULTIVERSION FLATTEN kvs_status merge_tree_bit(merge *m)
 
 /* Any mix of modes: the inputs through kvs_cursor_next, the output in its
  * own mode. */
-kvs_status merge_two_any(merge *m)
+kvs_status kvsi_merge_two_any(merge *m)
 {
 	if (m->w->opt.profile == KVS_PROFILE_BYTE)
 		return merge_two_with(m, IN_ANY, KVS_PROFILE_BYTE,
@@ -369,7 +370,7 @@ kvs_status merge_two_any(merge *m)
 	return merge_two_with(m, IN_ANY, KVS_PROFILE_BIT, m->w->fields);
 }
 
-kvs_status merge_tree_any(merge *m)
+kvs_status kvsi_merge_tree_any(merge *m)
 {
 	if (m->w->opt.profile == KVS_PROFILE_BYTE)
 		return merge_tree_with(m, IN_ANY, KVS_PROFILE_BYTE,
@@ -377,12 +378,12 @@ kvs_status merge_tree_any(merge *m)
 	return merge_tree_with(m, IN_ANY, KVS_PROFILE_BIT, m->w->fields);
 }
 
-kvs_status emit_first_byte(merge *m, size_t i)
+kvs_status kvsi_emit_first_byte(merge *m, size_t i)
 {
 	return emit_with(m, i, KVS_PROFILE_BYTE, seg_default_fields);
 }
 
-kvs_status emit_first_bit(merge *m, size_t i)
+kvs_status kvsi_emit_first_bit(merge *m, size_t i)
 {
 	return emit_with(m, i, KVS_PROFILE_BIT, seg_default_fields);
 }

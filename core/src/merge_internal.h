@@ -98,7 +98,7 @@ static inline bool on_record(const kvs_cursor *c)
 #define FAST_CHUNK ((size_t)256 << 10) /* flush once this much is pending */
 
 /* merge.c: how messages name an input's failure. */
-kvs_status input_failed(merge *m, size_t i, kvs_status st);
+kvs_status kvsi_input_failed(merge *m, size_t i, kvs_status st);
 
 /*
  * Progress and the in-line loops' setup, static in every file that uses
@@ -188,33 +188,33 @@ static inline kvs_status loop_setup(merge *m, uint8_t **old, uint8_t **first)
 		w->prev_key = pk;
 		w->prev_cap = (size_t)max_len + 8;
 	}
-	if (!seg_writer_grow_restarts(
+	if (!kvsi_writer_grow_restarts(
 	        w, (size_t)(m->total / w->opt.restart_interval + 2)))
 		pk = NULL;
 	if (!*old || !*first || !pk)
-		return seg_writer_fail(w, m->err, KVS_E_NOMEM, "%s: %s",
-		                       "out of memory");
+		return kvsi_writer_fail(w, m->err, KVS_E_NOMEM, "%s: %s",
+		                        "out of memory");
 	return KVS_OK;
 }
 
 /* merge_general.c: the first record of an in-line loop, through the
  * writer's general path (which keeps the key). */
-kvs_status emit_first_byte(merge *m, size_t i);
-kvs_status emit_first_bit(merge *m, size_t i);
+kvs_status kvsi_emit_first_byte(merge *m, size_t i);
+kvs_status kvsi_emit_first_bit(merge *m, size_t i);
 
 /* The loops (the entries of merge.c's dispatch table). */
-kvs_status merge_two_byte(merge *m);
-kvs_status merge_two_bit(merge *m);
-kvs_status merge_two_any(merge *m);
-kvs_status merge_tree_byte(merge *m);
-kvs_status merge_tree_bit(merge *m);
-kvs_status merge_tree_any(merge *m);
-kvs_status merge_two_bytes_fast(merge *m);
-kvs_status merge_tree_bytes_fast(merge *m);
-kvs_status merge_two_bits_fast(merge *m);
-kvs_status merge_two_bits_drop(merge *m);
-kvs_status merge_tree_bits_fast(merge *m);
-kvs_status merge_tree_bits_drop(merge *m);
+kvs_status kvsi_merge_two_byte(merge *m);
+kvs_status kvsi_merge_two_bit(merge *m);
+kvs_status kvsi_merge_two_any(merge *m);
+kvs_status kvsi_merge_tree_byte(merge *m);
+kvs_status kvsi_merge_tree_bit(merge *m);
+kvs_status kvsi_merge_tree_any(merge *m);
+kvs_status kvsi_merge_two_bytes_fast(merge *m);
+kvs_status kvsi_merge_tree_bytes_fast(merge *m);
+kvs_status kvsi_merge_two_bits_fast(merge *m);
+kvs_status kvsi_merge_two_bits_drop(merge *m);
+kvs_status kvsi_merge_tree_bits_fast(merge *m);
+kvs_status kvsi_merge_tree_bits_drop(merge *m);
 
 /* Which loop merged (see merge.c's select_loop). */
 typedef enum merge_loop {
@@ -234,7 +234,7 @@ typedef enum merge_loop {
 } merge_loop;
 
 /* The loop's name, for messages: "tree-any", "two-bits-drop", ... */
-const char *merge_loop_name(merge_loop loop);
+const char *kvsi_merge_loop_name(merge_loop loop);
 
 /* The tests' hooks into a merge. */
 typedef struct merge_hooks {
@@ -243,10 +243,9 @@ typedef struct merge_hooks {
 } merge_hooks;
 
 /* kvs_merge, with hooks (may be NULL). */
-kvs_status seg_merge_hooked(kvs_segment *const *inputs, size_t n,
-                            const char *out_path,
-                            const kvs_merge_options *opt,
-                            kvs_merge_stats *stats, kvs_error *err,
-                            merge_hooks *hooks);
+kvs_status kvsi_merge_hooked(kvs_segment *const *inputs, size_t n,
+                             const char *out_path, const kvs_merge_options *opt,
+                             kvs_merge_stats *stats, kvs_error *err,
+                             merge_hooks *hooks);
 
 #endif

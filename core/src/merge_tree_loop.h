@@ -53,7 +53,7 @@ static SPECIALIZED kvs_status TL_LOOP(merge *m, bool typed, bool drop)
 	bool *live = calloc(n, sizeof *live);
 	kvs_status st = KVS_E_NOMEM;
 	if (!f.in || !live) {
-		st = seg_writer_fail(w, m->err, st, "%s: %s", "out of memory");
+		st = kvsi_writer_fail(w, m->err, st, "%s: %s", "out of memory");
 		goto out;
 	}
 	if ((st = tl_setup(&f, m)) != KVS_OK)

@@ -122,8 +122,8 @@ typedef uint16_t v16u16 __attribute__((vector_size(32)));
 
 /* Each 32-byte block is two unaligned loads, a shift of 16-bit lanes each
  * way masked to the lanes' bytes, an or and a store. */
-KVS_MULTIVERSION void seg_copy_shifted(uint8_t *dst, const uint8_t *src,
-                                       unsigned shift, size_t len)
+KVS_MULTIVERSION void kvsi_copy_shifted(uint8_t *dst, const uint8_t *src,
+                                        unsigned shift, size_t len)
 {
 	if (shift == 0) {
 		memcpy(dst, src, len);

@@ -132,8 +132,8 @@ kvs_status kvsi_fsync_dir(const char *dir, const char *what, kvs_error *err);
  */
 int kvsi_create_temp(char *tmpl);
 
-void seg_copy_shifted(uint8_t *dst, const uint8_t *src, unsigned shift,
-                      size_t len);
+void kvsi_copy_shifted(uint8_t *dst, const uint8_t *src, unsigned shift,
+                       size_t len);
 
 /* Byte i of such a value (shift 1..7). */
 static inline uint8_t shifted_byte(const uint8_t *src, unsigned shift,
@@ -337,10 +337,9 @@ struct kvs_segment {
  * in place, its bits in value[0 .. value_len] (no other byte is read).
  * The merge hands its inputs' values over so, without copying them first.
  */
-kvs_status seg_writer_add(kvs_writer *w, const uint8_t *key,
-                          uint64_t key_bits, kvs_kind kind,
-                          const uint8_t *value, unsigned shift,
-                          size_t value_len, kvs_error *err);
+kvs_status kvsi_writer_add(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
+                           kvs_kind kind, const uint8_t *value, unsigned shift,
+                           size_t value_len, kvs_error *err);
 
 /* ---- cursor ------------------------------------------------------------ */
 

@@ -26,8 +26,8 @@
 
 
 SEG_OUT_OF_LINE
-kvs_status seg_writer_fail(kvs_writer *w, kvs_error *err, kvs_status st,
-                           const char *fmt, const char *detail)
+kvs_status kvsi_writer_fail(kvs_writer *w, kvs_error *err, kvs_status st,
+                            const char *fmt, const char *detail)
 {
 	w->failed = true;
 	return kvs_error_set(err, st, fmt, w->path, detail);
@@ -462,7 +462,7 @@ static kvs_status flush_stream(kvs_writer *w, kvs_error *err)
 }
 
 SEG_OUT_OF_LINE
-kvs_status seg_writer_flush(kvs_writer *w, kvs_error *err)
+kvs_status kvsi_writer_flush(kvs_writer *w, kvs_error *err)
 {
 	/* whole bytes only: pending bits stay in the writer */
 	return flush_stream(w, err);
@@ -541,27 +541,27 @@ static kvs_status refuse(kvs_writer *w, const void *key, uint64_t key_bits,
 	if (kind != KVS_KIND_VALUE && kind != KVS_KIND_TOMBSTONE) {
 		snprintf(detail, sizeof detail, "record %llu: unknown kind",
 		         idx);
-		return seg_writer_fail(w, err, KVS_E_INVAL, "%s: %s", detail);
+		return kvsi_writer_fail(w, err, KVS_E_INVAL, "%s: %s", detail);
 	}
 	if (kind == KVS_KIND_TOMBSTONE && w->opt.framing == KVS_FRAMING_RAW) {
 		snprintf(detail, sizeof detail,
 		         "record %llu: raw framing cannot hold a tombstone",
 		         idx);
-		return seg_writer_fail(w, err, KVS_E_INVAL, "%s: %s", detail);
+		return kvsi_writer_fail(w, err, KVS_E_INVAL, "%s: %s", detail);
 	}
 	if (key_bits > KVS_MAX_KEY_BITS) {
 		snprintf(detail, sizeof detail,
 		         "record %llu: key of %llu bits is longer than %llu",
 		         idx, (unsigned long long)key_bits,
 		         (unsigned long long)KVS_MAX_KEY_BITS);
-		return seg_writer_fail(w, err, KVS_E_RANGE, "%s: %s", detail);
+		return kvsi_writer_fail(w, err, KVS_E_RANGE, "%s: %s", detail);
 	}
 	if (w->opt.profile == KVS_PROFILE_BYTE && key_bits % 8) {
 		snprintf(detail, sizeof detail,
 		         "record %llu: the byte profile takes whole bytes, not "
 		         "a %llu-bit key",
 		         idx, (unsigned long long)key_bits);
-		return seg_writer_fail(w, err, KVS_E_INVAL, "%s: %s", detail);
+		return kvsi_writer_fail(w, err, KVS_E_INVAL, "%s: %s", detail);
 	}
 	if (kind == KVS_KIND_TOMBSTONE)
 		value_len = 0;
@@ -569,19 +569,19 @@ static kvs_status refuse(kvs_writer *w, const void *key, uint64_t key_bits,
 		snprintf(detail, sizeof detail,
 		         "record %llu: value of %zu bytes is too long", idx,
 		         value_len);
-		return seg_writer_fail(w, err, KVS_E_RANGE, "%s: %s", detail);
+		return kvsi_writer_fail(w, err, KVS_E_RANGE, "%s: %s", detail);
 	}
 	if ((key_bits && !key) || (value_len && !value)) {
 		snprintf(detail, sizeof detail,
 		         "record %llu: a NULL %s of nonzero length", idx,
 		         key_bits && !key ? "key" : "value");
-		return seg_writer_fail(w, err, KVS_E_INVAL, "%s: %s", detail);
+		return kvsi_writer_fail(w, err, KVS_E_INVAL, "%s: %s", detail);
 	}
 	return KVS_OK;
 }
 
 SEG_OUT_OF_LINE
-bool seg_writer_grow_restarts(kvs_writer *w, size_t n)
+bool kvsi_writer_grow_restarts(kvs_writer *w, size_t n)
 {
 	if (n <= w->restarts_cap)
 		return true;
@@ -602,14 +602,14 @@ bool seg_writer_grow_restarts(kvs_writer *w, size_t n)
 
 /* A new restart: its stream offset and its fence's parts. */
 SEG_OUT_OF_LINE
-kvs_status seg_writer_restart(kvs_writer *w, const uint8_t *pk,
-                              uint64_t key_bits, kvs_error *err)
+kvs_status kvsi_writer_restart(kvs_writer *w, const uint8_t *pk,
+                               uint64_t key_bits, kvs_error *err)
 {
 	if (w->restarts_len == w->restarts_cap &&
-	    !seg_writer_grow_restarts(w, w->restarts_cap ? 2 * w->restarts_cap
-	                                                 : 64))
-		return seg_writer_fail(w, err, KVS_E_NOMEM, "%s: %s",
-		                       "out of memory");
+	    !kvsi_writer_grow_restarts(w, w->restarts_cap ? 2 * w->restarts_cap
+	                                                  : 64))
+		return kvsi_writer_fail(w, err, KVS_E_NOMEM, "%s: %s",
+		                        "out of memory");
 	w->restarts[w->restarts_len] = stream_offset(w);
 	uint64_t at = key_bits;
 	if (w->records) {
@@ -632,16 +632,16 @@ kvs_status kvsi_writer_order_error(kvs_writer *w, int cmp, kvs_error *err)
 	         "record %llu: key is %s the previous key "
 	         "(record %llu); keys must strictly increase",
 	         idx, cmp == 0 ? "equal to" : "less than", idx - 1);
-	return seg_writer_fail(w, err, KVS_E_ORDER, "%s: %s", detail);
+	return kvsi_writer_fail(w, err, KVS_E_ORDER, "%s: %s", detail);
 }
 
 /* Out of line and whole: GCC otherwise splits it, a head inlined into
- * kvs_writer_add and the rest as seg_writer_add.part.0, at about 11% more
+ * kvs_writer_add and the rest as kvsi_writer_add.part.0, at about 11% more
  * instructions per record in a byte-profile build. */
-SEG_OUT_OF_LINE kvs_status
-seg_writer_add(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
-               kvs_kind kind, const uint8_t *value, unsigned shift,
-               size_t value_len, kvs_error *err)
+SEG_OUT_OF_LINE kvs_status kvsi_writer_add(kvs_writer *w, const uint8_t *key,
+                                           uint64_t key_bits, kvs_kind kind,
+                                           const uint8_t *value, unsigned shift,
+                                           size_t value_len, kvs_error *err)
 {
 	kvs_status st = refuse(w, key, key_bits, kind, value, value_len, err);
 	if (st != KVS_OK)
@@ -652,8 +652,8 @@ seg_writer_add(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
 	if (nbytes + 8 > w->prev_cap) { /* prev_key: the key and 8 spare */
 		uint8_t *p = realloc(w->prev_key, nbytes + 8);
 		if (!p)
-			return seg_writer_fail(w, err, KVS_E_NOMEM, "%s: %s",
-			                       "out of memory");
+			return kvsi_writer_fail(w, err, KVS_E_NOMEM, "%s: %s",
+			                        "out of memory");
 		w->prev_key = p;
 		w->prev_cap = nbytes + 8;
 	}
@@ -671,8 +671,8 @@ seg_writer_add(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
 	if (st == KVS_OK && first) {
 		w->first_key = malloc(nbytes + 1);
 		if (!w->first_key)
-			return seg_writer_fail(w, err, KVS_E_NOMEM, "%s: %s",
-			                       "out of memory");
+			return kvsi_writer_fail(w, err, KVS_E_NOMEM, "%s: %s",
+			                        "out of memory");
 		memcpy(w->first_key, w->prev_key, nbytes);
 		w->first_bits = key_bits;
 	}
@@ -683,8 +683,8 @@ kvs_status kvs_writer_add(kvs_writer *w, const void *key, uint64_t key_bits,
                           kvs_kind kind, const void *value, size_t value_len,
                           kvs_error *err)
 {
-	return seg_writer_add(w, key, key_bits, kind, value, 0, value_len,
-	                      err);
+	return kvsi_writer_add(w, key, key_bits, kind, value, 0, value_len,
+	                       err);
 }
 
 kvs_status kvs_writer_add_bytes(kvs_writer *w, const void *key,
@@ -698,7 +698,7 @@ kvs_status kvs_writer_add_bytes(kvs_writer *w, const void *key,
 		         "record %llu: key of %zu bytes is longer than %llu",
 		         (unsigned long long)w->records, key_len,
 		         (unsigned long long)(KVS_MAX_KEY_BITS / 8));
-		return seg_writer_fail(w, err, KVS_E_RANGE, "%s: %s", detail);
+		return kvsi_writer_fail(w, err, KVS_E_RANGE, "%s: %s", detail);
 	}
 	return kvs_writer_add(w, key, (uint64_t)key_len * 8, kind, value,
 	                      value_len, err);
@@ -763,7 +763,8 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 		stream_bits = stream_offset(w);
 		st = kvs_bw_flush(&w->bw, NULL, NULL);
 		if (st != KVS_OK)
-			return seg_writer_fail(w, err, st, "%s: %s", kvs_strerror(st));
+			return kvsi_writer_fail(w, err, st, "%s: %s",
+			                        kvs_strerror(st));
 	} else {
 		stream_bits = stream_offset(w) * 8;
 	}
@@ -783,7 +784,7 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	size_t ef_len;
 	st = kvsi_ef_size(w->restarts_len, max, &ef_len);
 	if (st != KVS_OK)
-		return seg_writer_fail(w, err, st, "%s: %s", kvs_strerror(st));
+		return kvsi_writer_fail(w, err, st, "%s: %s", kvs_strerror(st));
 	uint64_t fb = w->records ? w->first_bits : 0;
 	uint64_t lb = w->records ? w->prev_bits : 0;
 	uint64_t meta_off = align8(ef_off + ef_len);
@@ -795,12 +796,13 @@ kvs_status kvs_writer_finish(kvs_writer *w, kvs_error *err)
 	uint8_t *tail =
 	    tail_len <= SIZE_MAX ? calloc(1, (size_t)tail_len) : NULL;
 	if (!tail)
-		return seg_writer_fail(w, err, KVS_E_NOMEM, "%s: %s", "out of memory");
+		return kvsi_writer_fail(w, err, KVS_E_NOMEM, "%s: %s",
+		                        "out of memory");
 	st = kvsi_ef_build(w->restarts, w->restarts_len,
 	                   tail + (ef_off - tail_off), ef_len);
 	if (st != KVS_OK) {
 		free(tail);
-		return seg_writer_fail(w, err, st, "%s: %s", kvs_strerror(st));
+		return kvsi_writer_fail(w, err, st, "%s: %s", kvs_strerror(st));
 	}
 	uint8_t *meta = tail + (meta_off - tail_off);
 	kvs_store_le64(meta, fb);

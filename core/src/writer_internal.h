@@ -14,7 +14,7 @@
 #include "segment_internal.h"
 
 #define FLUSH_BYTES ((size_t)1 << 20)
-#define WRITE_PAGE    4096 /* writes end on multiples of it: seg_writer_flush */
+#define WRITE_PAGE    4096 /* writes end on multiples of it: kvsi_writer_flush */
 #define SECTION_COUNT 4
 /* The record stream's first byte in the file: after the header and the
  * directory (FORMAT.md §5). */
@@ -57,18 +57,18 @@ struct kvs_writer {
 };
 
 /* Out of line in segment_writer.c. */
-kvs_status seg_writer_fail(kvs_writer *w, kvs_error *err, kvs_status st,
-                           const char *fmt, const char *detail);
+kvs_status kvsi_writer_fail(kvs_writer *w, kvs_error *err, kvs_status st,
+                            const char *fmt, const char *detail);
 kvs_status kvsi_writer_put_field(kvs_writer *w, kvs_field f, uint64_t value,
                                  uint64_t prev, kvs_error *err);
 /* Writes the pending stream bytes up to the file's last page boundary among
  * them; the rest (under WRITE_PAGE bytes) stays at the buffer's start. */
-kvs_status seg_writer_flush(kvs_writer *w, kvs_error *err);
+kvs_status kvsi_writer_flush(kvs_writer *w, kvs_error *err);
 /* Room for at least n restarts (their offsets and fences); false, with
  * the arrays as they were or grown, when memory runs out. */
-bool seg_writer_grow_restarts(kvs_writer *w, size_t n);
-kvs_status seg_writer_restart(kvs_writer *w, const uint8_t *pk,
-                              uint64_t key_bits, kvs_error *err);
+bool kvsi_writer_grow_restarts(kvs_writer *w, size_t n);
+kvs_status kvsi_writer_restart(kvs_writer *w, const uint8_t *pk,
+                               uint64_t key_bits, kvs_error *err);
 kvs_status kvsi_writer_order_error(kvs_writer *w, int cmp, kvs_error *err);
 
 /* Grows a byte buffer to hold need bytes; KVS_E_NOMEM on failure. */
@@ -127,13 +127,13 @@ static inline void copy_short(uint8_t *dst, const uint8_t *src, uint64_t n)
 
 /*
  * A value's bytes: len bytes starting shift (0..7) bits into src. With a
- * shift they come from a bit-profile stream (seg_copy_shifted).
+ * shift they come from a bit-profile stream (kvsi_copy_shifted).
  */
 static inline void copy_value(uint8_t *dst, const uint8_t *src, unsigned shift,
                        size_t len)
 {
 	if (shift)
-		seg_copy_shifted(dst, src, shift, len);
+		kvsi_copy_shifted(dst, src, shift, len);
 	else if (len <= 64) /* inline words beat a call to memcpy */
 		copy_short(dst, src, len);
 	else
@@ -266,7 +266,7 @@ static inline void fbw_key_bits(fast_bw *b, const uint8_t *src,
 	}
 }
 
-/* Appends a value's len bytes (see seg_copy_shifted for src and shift). */
+/* Appends a value's len bytes (see kvsi_copy_shifted for src and shift). */
 static inline void fbw_value(fast_bw *b, const uint8_t *src, unsigned shift,
                              size_t len)
 {
@@ -460,27 +460,28 @@ seg_writer_add_known(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
 	kvs_status st;
 	if (restart) {
 		lcp = 0;
-		if ((st = seg_writer_restart(w, pk, key_bits, err)) != KVS_OK)
+		if ((st = kvsi_writer_restart(w, pk, key_bits, err)) != KVS_OK)
 			return st;
 	}
 	if (profile == KVS_PROFILE_BYTE) {
 		st = add_byte_record(w, src, nbytes, lcp / 8, restart, kind,
 		                     value, shift, value_len);
 		if (st != KVS_OK)
-			return seg_writer_fail(w, err, st, "%s: %s",
-			                       kvs_strerror(st));
+			return kvsi_writer_fail(w, err, st, "%s: %s",
+			                        kvs_strerror(st));
 		if (w->buf_len >= FLUSH_BYTES &&
-		    (st = seg_writer_flush(w, err)) != KVS_OK)
+		    (st = kvsi_writer_flush(w, err)) != KVS_OK)
 			return st;
 	} else {
 		st = add_bit_record_with(w, src, key_bits, lcp, restart, kind,
 		                         value, shift, value_len, fields, err);
 		if (st != KVS_OK)
-			return w->failed ? st
-			                 : seg_writer_fail(w, err, st, "%s: %s",
-			                                   kvs_strerror(st));
+			return w->failed
+			           ? st
+			           : kvsi_writer_fail(w, err, st, "%s: %s",
+			                              kvs_strerror(st));
 		if (w->bw.len >= FLUSH_BYTES &&
-		    (st = seg_writer_flush(w, err)) != KVS_OK)
+		    (st = kvsi_writer_flush(w, err)) != KVS_OK)
 			return st;
 	}
 	w->prev_bits = key_bits;
@@ -496,7 +497,7 @@ seg_writer_add_known(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
 }
 
 /*
- * Adds a record whose checks have passed (seg_writer_add makes them), with
+ * Adds a record whose checks have passed (kvsi_writer_add makes them), with
  * prev_key's room for the key (first: the writer holds no record yet):
  * the order check, the key's front coding, a restart's bookkeeping, the
  * record's bytes and the totals. profile is the writer's own; fields is
@@ -516,12 +517,12 @@ seg_writer_add_next(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
 }
 
 /*
- * seg_writer_add (segment_internal.h) in line, for a record read by a
+ * kvsi_writer_add (segment_internal.h) in line, for a record read by a
  * cursor (the merge): its key buffer has 8 bytes to spare, its key
  * and value pointers are valid, its kind is one of the two and its key at
  * most KVS_MAX_KEY_BITS long, and the writer has not failed (the merge
  * stops at its first error), so only the checks that depend on the record
- * remain here; seg_writer_add makes all of them again for the others.
+ * remain here; kvsi_writer_add makes all of them again for the others.
  * known_lcp: see seg_writer_add_known (the unusual record ignores it).
  */
 static inline __attribute__((always_inline)) kvs_status
@@ -539,8 +540,8 @@ seg_writer_add_read(kvs_writer *w, const uint8_t *key, uint64_t key_bits,
 	             !(profile == KVS_PROFILE_BYTE && (key_bits & 7)) &
 	             (vlen <= KVS_MAX_VALUE_LEN);
 	if (__builtin_expect(!usual, 0))
-		return seg_writer_add(w, key, key_bits, kind, value, shift,
-		                      value_len, err);
+		return kvsi_writer_add(w, key, key_bits, kind, value, shift,
+		                       value_len, err);
 	return seg_writer_add_known(w, key, key_bits, kind, value, shift, vlen,
 	                            profile, fields, false, true, known_lcp,
 	                            err);

@@ -263,8 +263,8 @@ static void merge_n(kvs_segment *const *inputs, size_t n,
 	check(st == KVS_OK ? valid && !refused : !valid || refused);
 	kvs_error gerr;
 	merge_hooks general = {.force_general = true};
-	kvs_status gst = seg_merge_hooked(inputs, n, g_out_general, &mo, NULL,
-	                                  &gerr, &general);
+	kvs_status gst = kvsi_merge_hooked(inputs, n, g_out_general, &mo, NULL,
+	                                   &gerr, &general);
 	check((gst == KVS_OK) == (st == KVS_OK));
 	if (gst == KVS_OK) {
 		check(general.loop == MERGE_LOOP_TREE_ANY);
