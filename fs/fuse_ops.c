@@ -4,7 +4,9 @@
  * reply; what the kernel may cache and for how long is decided here.
  * Requests that read segments run guarded (guard.h) between tls_enter
  * and tls_leave, and reply last, from inside the guard. control/wait/ID's
- * reads and waiting getattrs reply later, from control.c.
+ * reads and waiting getattrs reply later, when the job ends (wait_for:
+ * control_wait calls back). The kernel hears of what the state changes
+ * through the notifier registered here (segfs_notify).
  */
 #include "segfs.h"
 #include "guard.h"
