@@ -44,8 +44,8 @@ echo "== fuzz (50 s)"
 # clang for libFuzzer; -Dfuzz=true also puts the sanitizers everywhere.
 CC=clang configure build-fuzz --werror -Dfuzz=true -Dbench=disabled
 ninja -C build-fuzz tests/fuzz/fuzz_segment tests/fuzz/fuzz_segment_seeds \
-	tests/fuzz/fuzz_merge tests/fuzz/fuzz_catalog tests/fuzz/fuzz_names \
-	tests/fuzz/fuzz_codes tests/fuzz/fuzz_control
+	tests/fuzz/fuzz_merge tests/fuzz/fuzz_view tests/fuzz/fuzz_catalog \
+	tests/fuzz/fuzz_names tests/fuzz/fuzz_codes tests/fuzz/fuzz_control
 mkdir -p build-fuzz/fuzz-artifacts
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
@@ -67,13 +67,17 @@ fuzz() {
 		"$log" || true
 }
 
-mkdir -p "$corpus/segment" "$corpus/merge" "$corpus/catalog"
+mkdir -p "$corpus/segment" "$corpus/merge" "$corpus/view" "$corpus/catalog"
 build-fuzz/tests/fuzz/fuzz_segment_seeds "$corpus/segment"
 cp "$corpus/segment"/* "$corpus/merge"
+cp "$corpus/segment"/* "$corpus/view"
 fuzz fuzz_segment 50 "$corpus/segment"
 
 echo "== fuzz the merge's decoders with segment files (20 s)"
 fuzz fuzz_merge 20 "$corpus/merge"
+
+echo "== fuzz the merged view with segment files (15 s)"
+fuzz fuzz_view 15 "$corpus/view"
 
 echo "== fuzz the catalog parser (20 s)"
 fuzz fuzz_catalog 20 "$corpus/catalog"
@@ -95,4 +99,4 @@ fuzz fuzz_control 10 "$corpus/control"
 echo "== fuzz the count decoders, both EG decoders in step (15 s)"
 fuzz fuzz_codes 15
 
-echo "== all tests passed (release, ASan+UBSan and TSan builds, 125 s of fuzzing)"
+echo "== all tests passed (release, ASan+UBSan and TSan builds, 140 s of fuzzing)"

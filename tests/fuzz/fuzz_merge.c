@@ -32,6 +32,7 @@
 #include "kvseg/segment.h"
 
 #include "fuzz_crcs.h"
+#include "fuzz_stack.h"
 #include "fuzz_util.h"
 #include "../../core/src/merge_internal.h"
 
@@ -42,39 +43,24 @@ static char g_out[96];
 static char g_out_general[104];
 static kvs_segment *g_partner[2][2]; /* [bit profile][raw framing] */
 
-/* A partner of the given mode: keys of 1 to 3 bytes that interleave with
- * the seeds' short keys, every 7th record a tombstone when typed. */
+/* Partner record i: keys of 1 to 3 bytes that interleave with the seeds'
+ * short keys, every 7th record a tombstone when typed. */
+static uint64_t partner_key(unsigned i, bool bit, uint8_t key[4], bool *tomb)
+{
+	(void)bit;
+	key[0] = (uint8_t)(8 * i + 3);
+	key[1] = (uint8_t)(i * 37);
+	key[2] = (uint8_t)i;
+	*tomb = i % 7 == 3;
+	return 8 * (1 + i % 3);
+}
+
+/* A partner of the given mode (fuzz_stack.h). */
 static kvs_segment *make_partner(int p, int f)
 {
-	kvs_profile profile = p ? KVS_PROFILE_BIT : KVS_PROFILE_BYTE;
-	kvs_framing framing = f ? KVS_FRAMING_RAW : KVS_FRAMING_TYPED;
 	char path[96];
 	snprintf(path, sizeof path, "%s/partner-%d-%d.kvseg", g_dir, p, f);
-	kvs_writer_options opt;
-	memset(&opt, 0, sizeof opt);
-	opt.profile = profile;
-	opt.framing = framing;
-	opt.restart_interval = 5;
-	opt.sequence = 2;
-	opt.flags = KVS_WRITER_NO_SYNC;
-	kvs_writer *w = NULL;
-	kvs_error err;
-	check(kvs_writer_open(&w, path, &opt, &err) == KVS_OK);
-	for (unsigned i = 0; i < PARTNER_RECORDS; i++) {
-		uint8_t key[3] = {(uint8_t)(8 * i + 3), (uint8_t)(i * 37),
-		                  (uint8_t)i};
-		uint8_t value[20];
-		memset(value, (int)i, sizeof value);
-		bool tomb = framing == KVS_FRAMING_TYPED && i % 7 == 3;
-		check(kvs_writer_add(w, key, 8 * (1 + i % 3),
-		                     tomb ? KVS_KIND_TOMBSTONE : KVS_KIND_VALUE,
-		                     value, i % 20, &err) == KVS_OK);
-	}
-	check(kvs_writer_finish(w, &err) == KVS_OK);
-	kvs_writer_free(w);
-	kvs_segment *s = NULL;
-	check(kvs_segment_open(&s, path, &err) == KVS_OK);
-	return s;
+	return fuzz_make_partner(path, p, f, PARTNER_RECORDS, partner_key, 0);
 }
 
 /* Removes the partners' and the output's files and their directory. */
@@ -105,85 +91,6 @@ static void setup(void)
 	for (int p = 0; p < 2; p++)
 		for (int f = 0; f < 2; f++)
 			g_partner[p][f] = make_partner(p, f);
-}
-
-typedef struct rec {
-	uint8_t *key;
-	uint64_t bits;
-	kvs_kind kind;
-	uint8_t *value;
-	size_t len;
-} rec;
-
-typedef struct recs {
-	rec *r;
-	size_t n, cap;
-} recs;
-
-static void recs_free(recs *l)
-{
-	for (size_t i = 0; i < l->n; i++) {
-		free(l->r[i].key);
-		free(l->r[i].value);
-	}
-	free(l->r);
-	memset(l, 0, sizeof *l);
-}
-
-static uint8_t *dup_bytes(const uint8_t *p, size_t n)
-{
-	uint8_t *q = malloc(n ? n : 1);
-	check(q != NULL);
-	if (n)
-		memcpy(q, p, n);
-	return q;
-}
-
-/* Every record of s through a cursor, into l; false when one does not
- * decode or the keys do not strictly increase. */
-static bool walk(kvs_segment *s, recs *l)
-{
-	kvs_cursor *c = NULL;
-	check(kvs_cursor_open(&c, s) == KVS_OK);
-	bool ok = kvs_cursor_first(c) == KVS_OK;
-	while (ok && kvs_cursor_valid(c)) {
-		rec r;
-		const uint8_t *k = kvs_cursor_key(c, &r.bits);
-		if (l->n && kvs_key_compare(l->r[l->n - 1].key,
-		                            l->r[l->n - 1].bits, k, r.bits) >= 0) {
-			ok = false;
-			break;
-		}
-		r.key = dup_bytes(k, (size_t)((r.bits + 7) / 8));
-		r.kind = kvs_cursor_kind(c);
-		r.value = NULL;
-		r.len = 0;
-		const uint8_t *v = NULL;
-		if (r.kind == KVS_KIND_VALUE &&
-		    kvs_cursor_value(c, &v, &r.len) != KVS_OK) {
-			free(r.key);
-			ok = false;
-			break;
-		}
-		r.value = dup_bytes(v, r.len);
-		if (l->n == l->cap) {
-			l->cap = l->cap ? 2 * l->cap : 64;
-			l->r = realloc(l->r, l->cap * sizeof *l->r);
-			check(l->r != NULL);
-		}
-		l->r[l->n++] = r;
-		ok = kvs_cursor_next(c) == KVS_OK;
-	}
-	kvs_cursor_close(c);
-	return ok;
-}
-
-static bool same_rec(const rec *x, const rec *y)
-{
-	return x->bits == y->bits &&
-	       memcmp(x->key, y->key, (size_t)((x->bits + 7) / 8)) == 0 &&
-	       x->kind == y->kind && x->len == y->len &&
-	       memcmp(x->value, y->value, x->len) == 0;
 }
 
 /* The output read back is the newest-wins merge of the n lists (oldest
