@@ -1,7 +1,7 @@
 /*
  * fuzz_crcs.h — for the libFuzzer targets that take a segment file
- * (fuzz_segment, fuzz_merge): its CRC32Cs recomputed, so that mutations
- * reach the checks and decoders behind the checksums.
+ * (fuzz_segment, fuzz_merge, fuzz_view): its CRC32Cs recomputed, so that
+ * mutations reach the checks and decoders behind the checksums.
  */
 #ifndef SEGFS_FUZZ_CRCS_H
 #define SEGFS_FUZZ_CRCS_H
@@ -11,6 +11,8 @@
 #include <stdint.h>
 
 #include "kvseg/crc32c.h"
+
+#include "fuzz_util.h"
 
 static inline uint32_t fuzz_load_le32(const uint8_t *p)
 {
@@ -39,6 +41,27 @@ static inline bool fuzz_fix_crcs(uint8_t *f, size_t size)
 	fuzz_store_le32(f + 124,
 	                kvsi_crc32c(h, f + 128, (size_t)dir_end - 128));
 	return true;
+}
+
+/*
+ * The body of a target's entry point: exercise(buf, size, data) on an
+ * exact-size heap copy of the input (so AddressSanitizer sees any read
+ * past its end), then again on one with its CRC32Cs recomputed when that
+ * differs from the input.
+ */
+static inline void fuzz_with_crcs(const uint8_t *data, size_t size,
+                                  void (*exercise)(const uint8_t *buf,
+                                                   size_t size,
+                                                   const uint8_t *data))
+{
+	uint8_t *buf = fuzz_copy(data, size);
+	if (!buf)
+		return;
+	exercise(buf, size, data);
+	memcpy(buf, data, size);
+	if (fuzz_fix_crcs(buf, size) && memcmp(buf, data, size) != 0)
+		exercise(buf, size, data);
+	free(buf);
 }
 
 #endif
