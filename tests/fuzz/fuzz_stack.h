@@ -30,8 +30,7 @@ typedef uint64_t (*fuzz_key_fn)(unsigned i, bool bit, uint8_t key[4],
  */
 static inline kvs_segment *fuzz_make_partner(const char *path, int p, int f,
                                              unsigned records,
-                                             fuzz_key_fn key_of,
-                                             uint8_t salt)
+                                             fuzz_key_fn key_of, uint8_t salt)
 {
 	kvs_writer_options opt;
 	memset(&opt, 0, sizeof opt);
@@ -104,8 +103,9 @@ static inline bool walk(kvs_segment *s, recs *l)
 	while (ok && kvs_cursor_valid(c)) {
 		rec r;
 		const uint8_t *k = kvs_cursor_key(c, &r.bits);
-		if (l->n && kvs_key_compare(l->r[l->n - 1].key,
-		                            l->r[l->n - 1].bits, k, r.bits) >= 0) {
+		if (l->n &&
+		    kvs_key_compare(l->r[l->n - 1].key, l->r[l->n - 1].bits, k,
+		                    r.bits) >= 0) {
 			l->unordered = true;
 			ok = false;
 			break;

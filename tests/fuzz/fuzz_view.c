@@ -132,10 +132,9 @@ static size_t expect(const recs *l, size_t n, bool tombs, want *w)
 		size_t src = 0;
 		for (size_t i = 0; i < n; i++) /* the newest of the smallest */
 			if (at[i] < l[i].n &&
-			    (!best || kvs_key_compare(l[i].r[at[i]].key,
-			                              l[i].r[at[i]].bits,
-			                              best->key,
-			                              best->bits) <= 0)) {
+			    (!best || kvs_key_compare(
+			                  l[i].r[at[i]].key, l[i].r[at[i]].bits,
+			                  best->key, best->bits) <= 0)) {
 				best = &l[i].r[at[i]];
 				src = i;
 			}
@@ -160,8 +159,8 @@ static size_t oracle_seek(const want *w, size_t nw, const uint8_t *key,
 	size_t lo = 0, hi = nw;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		int c = kvs_key_compare(w[mid].r->key, w[mid].r->bits, key,
-		                        bits);
+		int c =
+		    kvs_key_compare(w[mid].r->key, w[mid].r->bits, key, bits);
 		if (c < 0 || (after && c == 0))
 			lo = mid + 1;
 		else
@@ -237,18 +236,17 @@ typedef struct stack {
 	kvs_segment *seg[3];
 	const recs *l[3];
 	size_t n;
-	bool read;     /* every segment read to its end, keys increasing */
-	bool verified; /* and passes kvs_segment_verify */
-	bool ordered;  /* every segment's cursor gave increasing keys */
+	bool read;        /* every segment read to its end, keys increasing */
+	bool verified;    /* and passes kvs_segment_verify */
+	bool ordered;     /* every segment's cursor gave increasing keys */
 	uint64_t records; /* the segments' header record counts, summed */
 	bool bit;
 } stack;
 
 /* Checks one view of st against the oracle (w, nw: its bindings when
  * st->read). */
-static void check_view(kvs_view *v, const stack *st, const want *w,
-                       size_t nw, const uint8_t *data,
-                       size_t size)
+static void check_view(kvs_view *v, const stack *st, const want *w, size_t nw,
+                       const uint8_t *data, size_t size)
 {
 	check(kvs_view_count(v) == st->n && !kvs_view_valid(v));
 	uint8_t key[MAX_PROBE];
@@ -368,7 +366,8 @@ static void exercise(const uint8_t *buf, size_t size, const uint8_t *data)
 		return;
 	kvs_segment_info in;
 	kvs_segment_info_get(s, &in);
-	int p = in.profile == KVS_PROFILE_BIT, f = in.framing == KVS_FRAMING_RAW;
+	int p = in.profile == KVS_PROFILE_BIT,
+	    f = in.framing == KVS_FRAMING_RAW;
 	kvs_segment *a = g_partner[0][p][f], *b = g_partner[1][p][f];
 	recs ls = {0}, la = {0}, lb = {0};
 	bool read = walk(s, &ls);
@@ -378,7 +377,7 @@ static void exercise(const uint8_t *buf, size_t size, const uint8_t *data)
 	kvs_segment_info_get(a, &ia);
 	kvs_segment_info_get(b, &ib);
 	/* the input alone, oldest, in the middle, newest */
-	static const char *const orders[] = {"s", "sa", "as",
+	static const char *const orders[] = {"s",   "sa",  "as",
 	                                     "sab", "asb", "abs"};
 	for (size_t o = 0; o < sizeof orders / sizeof orders[0]; o++) {
 		stack st = {.n = strlen(orders[o]),
@@ -391,7 +390,7 @@ static void exercise(const uint8_t *buf, size_t size, const uint8_t *data)
 			char c = orders[o][i];
 			st.seg[i] = c == 's' ? s : c == 'a' ? a : b;
 			st.l[i] = c == 's' ? &ls : c == 'a' ? &la : &lb;
-			st.records += c == 's' ? 0
+			st.records += c == 's'   ? 0
 			              : c == 'a' ? ia.records
 			                         : ib.records;
 		}
