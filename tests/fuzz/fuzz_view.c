@@ -21,7 +21,10 @@
  * bindings after them follow it. Otherwise the view may fail, but after
  * a failure it is at the end, a scan ends within the stack's record
  * count, and, where each segment's cursor gives increasing keys until it
- * fails, the view's keys increase until its failure too.
+ * fails, the view's keys increase until its failure too. (A cursor on a
+ * corrupt segment can give a key not above the last without failing,
+ * and the view passes it on: view.c compares the cursors' keys with each
+ * other, never with the key it showed last.)
  */
 #include <stdio.h>
 #include <stdlib.h>
