@@ -21,8 +21,8 @@
  *                   and squashfs's units), each block one frame
  *   value           each value one frame, no dictionary
  *   value-dict      each value one frame with the dictionary
- *   group4-dict, group16-dict  4 / 16 consecutive values per frame, with
- *                   the dictionary
+ *   group4-dict, group8-dict, group16-dict  4 / 8 / 16 consecutive values
+ *                   per frame, with the dictionary
  *   whole           all values one frame (the size reference)
  * The dictionary: ZDICT_trainFromBuffer on a sample of the values (every
  * k-th value, at most 100 times the dictionary's size), 64 KiB or 1/100 of
@@ -330,6 +330,7 @@ static const variant variants[] = {
     {"value", 0, 1, 0},
     {"value-dict", 0, 1, 1},
     {"group4-dict", 0, 4, 1},
+    {"group8-dict", 0, 8, 1},
     {"group16-dict", 0, 16, 1},
     {"whole", 0, 0, 0}, /* block 0 and group 0: one unit */
 };
