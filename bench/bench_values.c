@@ -23,6 +23,8 @@
  *   value-dict      each value one frame with the dictionary
  *   group4-dict, group8-dict, group16-dict  4 / 8 / 16 consecutive values
  *                   per frame, with the dictionary
+ *   block-4k-dict, block-8k-dict  blocks as above (4 / 8 KiB), with the
+ *                   dictionary: groups sized by bytes, not by count
  *   whole           all values one frame (the size reference)
  * The dictionary: ZDICT_trainFromBuffer on a sample of the values (every
  * k-th value, at most 100 times the dictionary's size), 64 KiB or 1/100 of
@@ -332,6 +334,8 @@ static const variant variants[] = {
     {"group4-dict", 0, 4, 1},
     {"group8-dict", 0, 8, 1},
     {"group16-dict", 0, 16, 1},
+    {"block-4k-dict", (size_t)4 << 10, 0, 1},
+    {"block-8k-dict", (size_t)8 << 10, 0, 1},
     {"whole", 0, 0, 0}, /* block 0 and group 0: one unit */
 };
 #define VARIANT_COUNT N_OF(variants)
