@@ -77,11 +77,11 @@ typedef struct record {
 } record;
 
 typedef struct corpus {
-	char *text;     /* the records' values point into it */
+	char *text; /* the records' values point into it */
 	record *rec;
 	size_t count, cap;
-	uint8_t *raw;   /* values concatenated in key order */
-	size_t *off;    /* value i is raw[off[i], off[i + 1]) */
+	uint8_t *raw; /* values concatenated in key order */
+	size_t *off;  /* value i is raw[off[i], off[i + 1]) */
 	size_t raw_len;
 } corpus;
 
@@ -238,12 +238,12 @@ static const char *const words[] = {
     "user",     "login",     "logout",  "payment", "order",   "shipped",
     "database", "slow",      "query",   "index",   "rebuilt", "queue",
 };
-static const char *const levels[] = {"DEBUG", "INFO", "INFO", "INFO",
-                                     "WARN", "ERROR"};
-static const char *const services[] = {"auth", "billing", "search",
+static const char *const levels[] = {"DEBUG", "INFO", "INFO",
+                                     "INFO",  "WARN", "ERROR"};
+static const char *const services[] = {"auth",     "billing",   "search",
                                        "frontend", "inventory", "mailer"};
-static const char *const methods[] = {"GET", "GET", "GET", "POST", "PUT",
-                                      "DELETE"};
+static const char *const methods[] = {"GET",  "GET", "GET",
+                                      "POST", "PUT", "DELETE"};
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 static void load_json(corpus *c)
@@ -321,8 +321,8 @@ static void finish_corpus(corpus *c)
 
 typedef struct variant {
 	const char *name;
-	size_t block;     /* bytes per block, or 0 */
-	size_t group;     /* values per unit, or 0 */
+	size_t block; /* bytes per block, or 0 */
+	size_t group; /* values per unit, or 0 */
 	int dict;
 } variant;
 
@@ -344,18 +344,18 @@ typedef struct run {
 	const corpus *c;
 	const variant *v;
 	size_t units;
-	size_t *first;      /* unit u holds values first[u] .. first[u+1]-1 */
-	size_t *unit_of;    /* value -> unit */
-	uint8_t *comp;      /* the frames, back to back */
-	size_t *comp_off;   /* unit u is comp[comp_off[u], comp_off[u+1]) */
-	size_t max_unit;    /* largest unit's raw bytes */
+	size_t *first;    /* unit u holds values first[u] .. first[u+1]-1 */
+	size_t *unit_of;  /* value -> unit */
+	uint8_t *comp;    /* the frames, back to back */
+	size_t *comp_off; /* unit u is comp[comp_off[u], comp_off[u+1]) */
+	size_t max_unit;  /* largest unit's raw bytes */
 	ZSTD_DCtx *dctx;
 	ZSTD_DDict *ddict;
-	uint8_t *scratch;   /* a unit decompressed */
-	uint8_t *out;       /* the value copied out */
+	uint8_t *scratch; /* a unit decompressed */
+	uint8_t *out;     /* the value copied out */
 	size_t *picks;
 	size_t npicks;
-	uint64_t expected;  /* checksum of one observation's picks */
+	uint64_t expected; /* checksum of one observation's picks */
 } run;
 
 static void cut_units(run *r)
@@ -413,8 +413,8 @@ static void *train(const corpus *c, size_t *dict_len, double *ms)
 	}
 	void *dict = bench_alloc(cap);
 	uint64_t t0 = bench_now_ns();
-	size_t got = ZDICT_trainFromBuffer(dict, cap, sample, sizes,
-	                                   (unsigned)n);
+	size_t got =
+	    ZDICT_trainFromBuffer(dict, cap, sample, sizes, (unsigned)n);
 	uint64_t t1 = bench_now_ns();
 	if (ZDICT_isError(got))
 		bench_fail("ZDICT_trainFromBuffer on %zu values (%zu bytes): "
@@ -604,7 +604,8 @@ int main(int argc, char **argv)
 	for (size_t k = 0; k < r.npicks; k++) {
 		size_t i = (size_t)bench_rng_below(&rng, c.count);
 		r.picks[k] = i;
-		r.expected += pick_sum(c.raw + c.off[i], c.off[i + 1] - c.off[i]);
+		r.expected +=
+		    pick_sum(c.raw + c.off[i], c.off[i + 1] - c.off[i]);
 	}
 	fprintf(stderr,
 	        "bench_values %s %s: %zu values, %zu raw bytes, %zu units, "
