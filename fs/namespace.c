@@ -285,7 +285,7 @@ static int lookup_control(const char *name, ns_entry *e)
  * lookup of the name, a stat) changes its attributes while it waits. Until
  * the job has ended its size is 4096; its attributes are never cached. A
  * reader waits in one of two places:
- * - a getattr with the open file (fuse_ops.c, control_wait_attr), which
+ * - a getattr with the open file (fuse_ops.c, wait_for), which
  *   the kernel sends before it reads past the size it knows: it ends with
  *   the final line's length, and any signal interrupts it (EINTR).
  *   A getattr without the file (stat, fstat) is answered at once; should

@@ -18,7 +18,7 @@
 int retire_start(void);
 void retire_stop(void);
 /*
- * An entry given under a view/ that the catalog has replaced (segfs.c,
+ * An entry given under a view/ that the catalog has replaced (scope.c,
  * scope_stale): out of reach for new paths, yet the kernel would keep it
  * (and the segment its inode names) until the timeout. The reaper drops
  * it from the kernel's cache a moment later (a notification from within
